@@ -1,0 +1,1 @@
+"""arbiter: the cross-app GPU arbiter (Themis) and its policies."""

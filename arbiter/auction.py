@@ -1,0 +1,540 @@
+"""Partial-allocation (PA) auction over GPU bids (Themis §3.3, Pseudocode 1; thesis Pseudocode 3).
+
+Cole-Gkatzelis-Goel partial allocation with hidden payments, on whole GPUs::
+
+    G_pf     = argmax over disjoint rows (one per app) of  Π_i 1/ρ_i(G_i)      (proportional fair)
+    G_pf^-i  = the same market without app i
+    c_i      = Π_{j≠i} 1/ρ_j(G_j,pf) / Π_{j≠i} 1/ρ_j(G^-i_j,pf)   in (0, 1]
+    L        = what the hidden payments 1 - c_i leave over
+
+Each app's bid is a table of rows ``{GPU set: ρ with that set}``; the empty set carries ρ_old
+(Table 1, T:906-919). The solver is exact: a 0/1 program (one binary per bid row, one row per
+app, each GPU used at most once) minimising ``Σ log ρ`` (= maximising Π 1/ρ), solved with HiGHS
+(``highspy``), or by enumeration when a conflict component is tiny. ``brute_force_pf`` is the
+independent reference the tests cross-check against.
+
+Speed comes from the problem's structure, not from approximations:
+
+* rows with ρ >= ρ_old can never be chosen over the empty row in an optimum that frees GPUs, so
+  they are dropped (the optimum value is unchanged);
+* apps whose rows share no GPU form independent *conflict components*, solved separately;
+* app i's presence can only matter to apps it can reach: without i, its component splits, and a
+  sub-component none of whose rows touch G_i,pf keeps its PF rows (if a better choice existed
+  there, it would be compatible with G_i,pf and improve G_pf, a contradiction). So each ``-i``
+  solve is a small problem, seeded with the PF rows as the starting incumbent, and skipped when
+  every app in it already holds its best row (c_i = 1), or when G_i,pf is empty.
+
+Decisions where the papers are silent (spec B.5):
+
+* **Gap 1, fractional c_i on indivisible GPUs.** Default ``Rounding.LEASE_TIME``: app i holds its
+  whole PF set G_i,pf for the fraction c_i of the lease (the placement it valued is kept); for
+  the remaining 1 - c_i those GPUs are leftover. ``Rounding.COUNT`` is the alternative: i keeps
+  its best bid row inside G_i,pf of at most floor(c_i |G_i,pf|) GPUs for the whole lease, the rest
+  is leftover. Either way ``PAResult.leftover`` maps each leftover GPU to the fraction of the lease
+  it is free for (1.0 = the whole lease; GPUs no PF row used are always 1.0).
+* **Gap 2, ρ = ∞** (an app that holds nothing makes no progress; T:1013). ``inf`` is accepted
+  (for any row) and the PF objective is lexicographic: first maximise the number of apps with
+  finite ρ, then Π 1/ρ over them. (Encoded exactly: an infinite row costs more than the sum of
+  all finite |log ρ| in the auction.) A plain cap such as ρ_max = 1e6 was tried and rejected: as
+  soon as one starving app cannot be served, every app whose GPUs it could use gets c_i ≈ 1e-6
+  and nearly all GPUs become leftover. So the market for the hidden payments is the apps the PF
+  leaves with finite ρ: an app still at ρ = ∞ lost this round (its ρ keeps growing and filtering
+  brings it back, T:1013) and is not counted in c_i. With finite ρ_old everywhere this is exactly
+  Cole-Gkatzelis-Goel PA.
+
+Bad input raises ``ValueError`` naming the app, the row and the field; nothing is allocated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+import highspy
+import numpy as np
+
+__all__ = [
+    "Bid",
+    "PAResult",
+    "Rounding",
+    "brute_force_payments",
+    "brute_force_pf",
+    "partial_allocation",
+]
+
+# Enumerate instead of calling HiGHS when a sub-problem has at most this many row combinations.
+_ENUMERATION_LIMIT = 256
+
+
+class Rounding(StrEnum):
+    """How a fractional c_i becomes whole GPUs (spec B.5 Gap 1)."""
+
+    LEASE_TIME = "lease-time"
+    COUNT = "count"
+
+
+@dataclass(frozen=True)
+class Bid:
+    """One app's bid: ``rows[G] = ρ if the app receives the GPU set G``; ``rows[∅] = ρ_old``."""
+
+    app_id: str
+    rows: Mapping[frozenset[str], float]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.app_id, str) or not self.app_id:
+            raise ValueError(f"Bid.app_id must be a non-empty string, got {self.app_id!r}")
+        if not isinstance(self.rows, Mapping) or not self.rows:
+            raise ValueError(f"bid of app {self.app_id!r}: rows must be a non-empty mapping")
+        clean: dict[frozenset[str], float] = {}
+        for key, value in self.rows.items():
+            if not isinstance(key, frozenset) or not all(isinstance(g, str) for g in key):
+                raise ValueError(
+                    f"bid of app {self.app_id!r}: row key {key!r} must be a frozenset of GPU ids"
+                )
+            try:
+                rho = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"bid of app {self.app_id!r}: row {sorted(key)} has rho={value!r}, not a number"
+                ) from None
+            if math.isnan(rho) or rho <= 0:
+                raise ValueError(
+                    f"bid of app {self.app_id!r}: row {sorted(key)} has rho={rho}; rho must be "
+                    "a positive number (inf is allowed, NaN, zero and negatives are not)"
+                )
+            clean[key] = rho
+        if frozenset() not in clean:
+            raise ValueError(
+                f"bid of app {self.app_id!r}: the empty row (rho_old) is missing; "
+                "add rows[frozenset()] = the app's rho if it gets nothing"
+            )
+        object.__setattr__(self, "rows", MappingProxyType(clean))
+
+    @property
+    def rho_old(self) -> float:
+        return self.rows[frozenset()]
+
+
+@dataclass(frozen=True)
+class PAResult:
+    """Outcome of one PA auction (see the module docstring for the Gap-1 semantics)."""
+
+    pf_allocation: dict[str, frozenset[str]]
+    c: dict[str, float]
+    allocation: dict[str, frozenset[str]]
+    lease_fraction: dict[str, float]
+    leftover: dict[str, float]
+    rounding: Rounding
+    pf_rho: dict[str, float]
+    solves: int = field(default=0, compare=False)
+
+    @property
+    def hidden_payment(self) -> dict[str, float]:
+        """1 - c_i: the share of its PF allocation app i gives up."""
+        return {a: 1.0 - c for a, c in self.c.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Internal problem representation: per app a list of (gpu-index tuple, cost = log ρ) rows,
+# row 0 being the empty row.
+
+
+@dataclass(frozen=True, slots=True)
+class _App:
+    app_id: str
+    rows: tuple[tuple[frozenset[int], float], ...]  # row 0 = (∅, cost of ρ_old)
+    keys: tuple[frozenset[str], ...]
+    rows_rho: tuple[float, ...]
+    starving: bool  # ρ_old = ∞
+
+    @property
+    def best(self) -> float:
+        return min(cost for _, cost in self.rows)
+
+
+def _prepare(bids: Iterable[Bid], offered: frozenset[str]) -> list[_App]:
+    """Validate and index the bids; cost = log ρ, ρ = ∞ priced lexicographically (Gap 2)."""
+    gpu_index = {g: k for k, g in enumerate(sorted(offered))}
+    raw: list[tuple[str, float, list[tuple[frozenset[str], float]], float]] = []
+    seen: set[str] = set()
+    for bid in bids:
+        if not isinstance(bid, Bid):
+            raise ValueError(f"bids must be Bid objects, got {type(bid).__name__}")
+        if bid.app_id in seen:
+            raise ValueError(f"duplicate app_id {bid.app_id!r}: each app bids exactly once")
+        seen.add(bid.app_id)
+        useful = []
+        for key, rho in bid.rows.items():
+            if not key:
+                continue
+            stray = key - offered
+            if stray:
+                raise ValueError(
+                    f"bid of app {bid.app_id!r}: row names GPUs not offered: {sorted(stray)}"
+                )
+            if rho < bid.rho_old:  # a row no better than nothing is never worth GPUs
+                useful.append((key, rho))
+        old = math.log(bid.rho_old) if math.isfinite(bid.rho_old) else math.inf
+        raw.append((bid.app_id, old, useful, bid.rho_old))
+    # ρ = ∞ costs more than any difference of finite costs can make up, so the PF allocation
+    # first maximises the number of apps with finite ρ, then the product (Gap 2).
+    finite = [abs(c) for _, old, rows, _ in raw for c in [old, *(math.log(r) for _, r in rows)]]
+    finite = [c for c in finite if c < math.inf]
+    inf_cost = 1.0 + 2.0 * sum(finite)
+    apps = []
+    for app_id, old, rows, rho_old in raw:
+        starving = old == math.inf
+        apps.append(
+            _App(
+                app_id,
+                (
+                    (frozenset(), inf_cost if starving else old),
+                    *tuple((frozenset(gpu_index[g] for g in k), math.log(r)) for k, r in rows),
+                ),
+                (frozenset(), *(k for k, _ in rows)),
+                (rho_old, *(r for _, r in rows)),
+                starving,
+            )
+        )
+    return apps
+
+
+def _components(apps: list[_App]) -> list[list[int]]:
+    """Connected components of the conflict graph (apps whose rows share a GPU)."""
+    parent = list(range(len(apps)))
+
+    def find(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    owner: dict[int, int] = {}
+    for a, app in enumerate(apps):
+        for gpus, _ in app.rows:
+            for g in gpus:
+                if g in owner:
+                    parent[find(a)] = find(owner[g])
+                else:
+                    owner[g] = a
+    groups: dict[int, list[int]] = {}
+    for a in range(len(apps)):
+        groups.setdefault(find(a), []).append(a)
+    return list(groups.values())
+
+
+def _enumerate(apps: list[_App], members: list[int]) -> dict[int, int]:
+    """Exact optimum by depth-first branch and bound (tiny problems)."""
+    best_cost = math.inf
+    best: dict[int, int] = {}
+    order = sorted(members, key=lambda a: len(apps[a].rows))
+    suffix = [0.0] * (len(order) + 1)
+    for k in range(len(order) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] + apps[order[k]].best
+    choice: dict[int, int] = {}
+
+    def dfs(k: int, used: frozenset[int], cost: float) -> None:
+        nonlocal best_cost, best
+        if cost + suffix[k] >= best_cost - 1e-12:
+            return
+        if k == len(order):
+            best_cost, best = cost, dict(choice)
+            return
+        a = order[k]
+        for r, (gpus, c) in sorted(enumerate(apps[a].rows), key=lambda rc: rc[1][1]):
+            if gpus.isdisjoint(used):
+                choice[a] = r
+                dfs(k + 1, used | gpus, cost + c)
+
+    dfs(0, frozenset(), 0.0)
+    return best
+
+
+class _Market:
+    """One conflict component as a reusable HiGHS model.
+
+    Variables x[a,r] in [0, 1], one per bid row; Σ_r x[a,r] = 1 per app; Σ_{rows ∋ g} x <= 1 per
+    GPU; minimise Σ x log ρ. Removing apps fixes their non-empty rows to 0 (model reuse, warm
+    dual simplex). When the LP optimum is integral it is the 0/1 optimum; otherwise the same
+    model is solved as a MILP (branch and cut) seeded with the given incumbent.
+    """
+
+    def __init__(self, apps: list[_App], members: list[int]) -> None:
+        self.apps = apps
+        self.members = members
+        self.col_app: list[int] = []
+        self.col_row: list[int] = []
+        self.cols_of: dict[int, list[int]] = {}
+        costs: list[float] = []
+        index: list[int] = []
+        start = [0]
+        gpu_rows: dict[int, int] = {}
+        for i, a in enumerate(members):
+            for r, (gpus, cost) in enumerate(apps[a].rows):
+                if r:
+                    self.cols_of.setdefault(a, []).append(len(costs))
+                self.col_app.append(a)
+                self.col_row.append(r)
+                costs.append(cost)
+                index.append(i)
+                index.extend(len(members) + gpu_rows.setdefault(g, len(gpu_rows)) for g in gpus)
+                start.append(len(index))
+        n_cols, n_rows = len(costs), len(members) + len(gpu_rows)
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n_cols, n_rows
+        lp.col_cost_ = np.asarray(costs, dtype=np.float64)
+        lp.col_lower_ = np.zeros(n_cols)
+        lp.col_upper_ = np.ones(n_cols)
+        lp.row_lower_ = np.concatenate(
+            [np.ones(len(members)), np.full(len(gpu_rows), -highspy.kHighsInf)]
+        )
+        lp.row_upper_ = np.ones(n_rows)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = np.asarray(start, dtype=np.int32)
+        lp.a_matrix_.index_ = np.asarray(index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.ones(len(index))
+        self.lp = lp
+        self.h = self._highs(lp)
+        self.milp_solves = 0
+
+    @staticmethod
+    def _highs(lp: highspy.HighsLp) -> highspy.Highs:
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("mip_abs_gap", 1e-9)
+        h.passModel(lp)
+        return h
+
+    def _fix(self, h: highspy.Highs, apps: Iterable[int], upper: float) -> None:
+        cols = [c for a in apps for c in self.cols_of.get(a, ())]
+        if cols:
+            n = len(cols)
+            h.changeColsBounds(n, np.asarray(cols, dtype=np.int32), np.zeros(n), np.full(n, upper))
+
+    def solve(
+        self, excluded: frozenset[int] = frozenset(), hint: Mapping[int, int] | None = None
+    ) -> dict[int, int]:
+        """Optimal row per included app (excluded apps take the empty row)."""
+        self._fix(self.h, excluded, 0.0)
+        try:
+            self.h.run()
+            values = np.asarray(self.h.getSolution().col_value)
+            status = self.h.getModelStatus()
+        finally:
+            self._fix(self.h, excluded, 1.0)
+        if status == highspy.HighsModelStatus.kOptimal and bool(
+            np.all((values < 1e-9) | (values > 1 - 1e-9))
+        ):
+            return self._choice(values, excluded)
+        return self._solve_milp(excluded, hint)
+
+    def _solve_milp(
+        self, excluded: frozenset[int], hint: Mapping[int, int] | None
+    ) -> dict[int, int]:
+        self.milp_solves += 1
+        lp = self.lp
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * lp.num_col_
+        h = self._highs(lp)
+        lp.integrality_ = []
+        self._fix(h, excluded, 0.0)
+        if hint:
+            sol = highspy.HighsSolution()
+            sol.col_value = [
+                1.0 if (hint.get(a, 0) if a not in excluded else 0) == r else 0.0
+                for a, r in zip(self.col_app, self.col_row, strict=True)
+            ]
+            h.setSolution(sol)
+        h.run()
+        status = h.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:  # all-empty is always feasible
+            raise RuntimeError(f"HiGHS did not prove optimality: {h.modelStatusToString(status)}")
+        return self._choice(np.asarray(h.getSolution().col_value), excluded)
+
+    def _choice(self, values: np.ndarray, excluded: frozenset[int]) -> dict[int, int]:
+        chosen = {a: 0 for a in self.members if a not in excluded}
+        for k in np.flatnonzero(values > 0.5):
+            a = self.col_app[k]
+            if a not in excluded:
+                chosen[a] = self.col_row[k]
+        return chosen
+
+
+def _optimum(
+    apps: list[_App],
+    members: list[int],
+    market: _Market | None,
+    excluded: frozenset[int],
+    hint: Mapping[int, int] | None = None,
+) -> dict[int, int]:
+    included = [a for a in members if a not in excluded]
+    if len(included) <= 1 or math.prod(len(apps[a].rows) for a in included) <= _ENUMERATION_LIMIT:
+        return _enumerate(apps, included)
+    assert market is not None
+    return market.solve(excluded, hint)
+
+
+def _cost(apps: list[_App], choice: Mapping[int, int]) -> float:
+    return sum(apps[a].rows[r][1] for a, r in choice.items())
+
+
+def _pf_and_payments(
+    apps: list[_App], naive: bool = False
+) -> tuple[dict[int, int], dict[int, float], int]:
+    """PF choice (app -> row) and c_i for every app; also the number of MILP solves.
+
+    The market for c_i is the apps with finite ρ in the PF allocation (Gap 2): an app the PF
+    leaves at ρ = ∞ lost this round and is not counted in anyone's hidden payment.
+    """
+    choice: dict[int, int] = {}
+    c: dict[int, float] = {}
+    milp = 0
+    comps = [list(range(len(apps)))] if naive else _components(apps)
+    for comp in comps:
+        big = math.prod(len(apps[a].rows) for a in comp) > _ENUMERATION_LIMIT and len(comp) > 1
+        market = _Market(apps, comp) if big else None
+        pf = (
+            market._solve_milp(frozenset(), None)
+            if naive and market
+            else _optimum(apps, comp, market, frozenset())
+        )
+        choice.update(pf)
+        lost = frozenset(a for a in comp if apps[a].starving and pf[a] == 0)
+        users: dict[int, set[int]] = {}
+        for a in comp:
+            if a not in lost:
+                for gpus, _ in apps[a].rows[1:]:
+                    for g in gpus:
+                        users.setdefault(g, set()).add(a)
+        for i in comp:
+            freed = apps[i].rows[pf[i]][0]
+            others = [a for a in comp if a != i and a not in lost]
+            kept = {a: pf[a] for a in others}
+            if not naive and (
+                not freed
+                or not any(users.get(g, set()) - {i} for g in freed)
+                or all(apps[a].rows[pf[a]][1] <= apps[a].best for a in others)
+            ):
+                c[i] = 1.0
+                continue
+            excluded = lost | {i}
+            if naive and market:
+                opt = market._solve_milp(excluded, None)
+            else:
+                opt = _optimum(apps, comp, market, excluded, hint=kept)
+            c[i] = min(1.0, math.exp(_cost(apps, opt) - _cost(apps, kept)))
+        if market:
+            milp += market.milp_solves
+    return choice, c, milp
+
+
+def partial_allocation(
+    bids: Iterable[Bid],
+    offered: frozenset[str],
+    *,
+    rounding: Rounding | str = Rounding.LEASE_TIME,
+    naive: bool = False,
+) -> PAResult:
+    """Run one PA auction of ``offered`` GPUs among ``bids`` (one bid per app).
+
+    ``naive=True`` uses the straightforward formulation (one MILP per solve, rebuilt each time,
+    n + 1 solves, no decomposition); it exists as the benchmark's baseline and a cross-check.
+    Both give the same allocation value and the same c_i (up to ties between optima).
+    """
+    rounding = Rounding(rounding)
+    if not isinstance(offered, frozenset | set):
+        raise ValueError(f"offered must be a frozenset of GPU ids, got {type(offered).__name__}")
+    offered = frozenset(offered)
+    bids = list(bids)
+    apps = _prepare(bids, offered)
+    choice, c_idx, solves = _pf_and_payments(apps, naive=naive)
+
+    pf = {a.app_id: a.keys[choice[i]] for i, a in enumerate(apps)}
+    pf_rho = {a.app_id: a.rows_rho[choice[i]] for i, a in enumerate(apps)}
+    c = {apps[i].app_id: ci for i, ci in sorted(c_idx.items())}
+    used = frozenset().union(*pf.values())
+    leftover: dict[str, float] = dict.fromkeys(offered - used, 1.0)
+    if rounding is Rounding.LEASE_TIME:
+        allocation = dict(pf)
+        lease_fraction = dict(c)
+        for app_id, gpus in pf.items():
+            if c[app_id] < 1.0:
+                leftover.update(dict.fromkeys(gpus, 1.0 - c[app_id]))
+    else:
+        allocation, lease_fraction = {}, {}
+        by_app = {b.app_id: b for b in bids}
+        for app_id, gpus in pf.items():
+            keep = math.floor(c[app_id] * len(gpus) + 1e-9)
+            inside = [
+                (rho, len(k), sorted(k), k)
+                for k, rho in by_app[app_id].rows.items()
+                if k <= gpus and len(k) <= keep
+            ]
+            kept = min(inside)[3]  # the empty row always qualifies
+            allocation[app_id] = kept
+            lease_fraction[app_id] = 1.0
+            leftover.update(dict.fromkeys(gpus - kept, 1.0))
+    return PAResult(
+        pf_allocation=pf,
+        c=c,
+        allocation=allocation,
+        lease_fraction=lease_fraction,
+        leftover=dict(sorted(leftover.items())),
+        rounding=rounding,
+        pf_rho=pf_rho,
+        solves=solves,
+    )
+
+
+def _lex_value(rhos: Iterable[float]) -> tuple[int, float]:
+    """(number of apps with finite ρ, Σ log(1/ρ) over them): the Gap-2 PF objective."""
+    finite = [r for r in rhos if math.isfinite(r)]
+    return len(finite), -sum(math.log(r) for r in finite)
+
+
+def brute_force_pf(
+    bids: Iterable[Bid], offered: frozenset[str]
+) -> tuple[tuple[int, float], dict[str, frozenset[str]]]:
+    """Reference PF by exhaustive search over every combination of rows (tests only).
+
+    Returns the optimal objective ``(apps with finite ρ, Σ log 1/ρ over them)`` and one optimal
+    allocation. It shares no code with the solver above.
+    """
+    bids = list(bids)
+    best_value: tuple[int, float] = (-1, -math.inf)
+    best: dict[str, frozenset[str]] = {}
+    for combo in itertools.product(*(list(b.rows.items()) for b in bids)):
+        sets = [k for k, _ in combo]
+        if not all(k <= offered for k in sets):
+            continue
+        if sum(len(k) for k in sets) != len(frozenset().union(*sets)):
+            continue
+        value = _lex_value(rho for _, rho in combo)
+        if value > best_value:
+            best_value = value
+            best = {b.app_id: k for b, (k, _) in zip(bids, combo, strict=True)}
+    return best_value, best
+
+
+def brute_force_payments(
+    bids: Iterable[Bid], offered: frozenset[str], pf_allocation: Mapping[str, frozenset[str]]
+) -> dict[str, float]:
+    """Reference c_i for a given PF allocation, by exhaustive search (tests only)."""
+    bids = list(bids)
+    rho = {b.app_id: b.rows[pf_allocation[b.app_id]] for b in bids}
+    market = [b for b in bids if math.isfinite(rho[b.app_id])]
+    c = {b.app_id: 1.0 for b in bids}
+    for bid in market:
+        others = [b for b in market if b is not bid]
+        kept = _lex_value(rho[b.app_id] for b in others)
+        best, _ = brute_force_pf(others, offered)
+        if best[0] == kept[0]:
+            c[bid.app_id] = min(1.0, math.exp(kept[1] - best[1]))
+        else:  # cannot happen: the PF keeps every other market app finite
+            raise AssertionError("PF allocation was not lexicographically optimal")
+    return c

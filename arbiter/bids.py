@@ -1,0 +1,157 @@
+"""Bid-table generation by an Agent (Themis §4.1-4.2, Table 1; thesis T:1129).
+
+Given an offer (a set of GPU ids), the Agent prices GPU subsets with its app's ρ estimator and
+answers with a single bid: rows ``{G: ρ(held ∪ G)}`` plus the empty row ``ρ_old = ρ(held)``.
+
+The paper's Agent enumerates "all possible subsets" (T:1129), which is exponential in the offer
+and is why its p95 bid time is 334 ms (T:1269). We do not: (spec B.4 [ASSUMPTION])
+
+1. **Candidates.** For each size n = 1 .. (demand_max - |held|), the densest realisations: n GPUs
+   on one machine (one candidate per machine that has n offered GPUs, filling its fullest slots
+   first), else n GPUs across the fewest machines of one rack (one per rack), else across racks.
+   Within the locality model and measured placement profiles, a denser placement of the same
+   size is never slower, so sparser sets of a size that fits densely are never better.
+2. **Collapse.** Candidates with the same placement shape (:class:`~arbiter.placement.Placement`:
+   per rack / machine / slot counts and GPU types) are equivalent under the topology, so ρ is
+   evaluated once per shape. The estimator must therefore depend on a GPU set only through its
+   shape (every estimator in :mod:`arbiter.fairness` does).
+3. **Prune and cap.** Shapes with ρ >= ρ_old, and shapes no better than a smaller shape, are
+   dropped (more GPUs for no gain). The size is capped at the app's max demand. The table is
+   capped at ``max_rows`` rows: best shapes first, one realisation each, then further
+   realisations of each shape round-robin, so the auction can pack apps onto different
+   machines. Realisations are visited from an app-specific rotation (CRC32 of the app id), so
+   apps with the same shapes do not all name the same machine first.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from arbiter.auction import Bid
+from arbiter.cluster import Cluster
+from arbiter.placement import Placement, placement_of
+
+__all__ = ["RhoEstimator", "candidate_sets", "generate_bid"]
+
+RhoEstimator = Callable[[frozenset[str], Placement], float]
+"""ρ of the app if it held exactly this GPU set (given with its shape)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _MachineFree:
+    name: str
+    rack: str
+    gpus: tuple[str, ...]  # offered GPUs, fullest slot first
+    held: bool  # the app already holds GPUs on this machine
+
+
+def _free_by_machine(
+    cluster: Cluster, offered: frozenset[str], held: frozenset[str]
+) -> list[_MachineFree]:
+    slots: dict[str, list[str]] = defaultdict(list)
+    for gid in offered:
+        slots[cluster.gpu(gid).slot].append(gid)
+    per_machine: dict[str, list[list[str]]] = defaultdict(list)
+    for _slot, gids in slots.items():
+        per_machine[cluster.gpu(gids[0]).machine].append(sorted(gids))
+    held_machines = {cluster.gpu(g).machine for g in held}
+    out = []
+    for machine, slot_lists in per_machine.items():
+        slot_lists.sort(key=lambda s: (-len(s), s[0]))
+        gpus = tuple(g for s in slot_lists for g in s)
+        out.append(_MachineFree(machine, cluster.gpu(gpus[0]).rack, gpus, machine in held_machines))
+    out.sort(key=lambda m: (not m.held, -len(m.gpus), m.name))
+    return out
+
+
+def _greedy(machines: list[_MachineFree], n: int) -> frozenset[str] | None:
+    """n GPUs over the fewest machines of ``machines`` (already sorted fullest first)."""
+    taken: list[str] = []
+    for m in machines:
+        taken.extend(m.gpus[: n - len(taken)])
+        if len(taken) == n:
+            return frozenset(taken)
+    return None
+
+
+def candidate_sets(
+    cluster: Cluster, offered: frozenset[str], max_new: int, held: frozenset[str] = frozenset()
+) -> dict[int, list[frozenset[str]]]:
+    """Densest candidate GPU sets of each size 1..max_new (see module docstring, step 1)."""
+    machines = _free_by_machine(cluster, offered, held)
+    by_rack: dict[str, list[_MachineFree]] = defaultdict(list)
+    for m in machines:
+        by_rack[m.rack].append(m)
+    out: dict[int, list[frozenset[str]]] = {}
+    for n in range(1, min(max_new, len(offered)) + 1):
+        sets = [frozenset(m.gpus[:n]) for m in machines if len(m.gpus) >= n]
+        if not sets:
+            sets = [s for ms in by_rack.values() if (s := _greedy(ms, n)) is not None]
+        if not sets:
+            s = _greedy(machines, n)
+            sets = [s] if s is not None else []
+        if sets:
+            out[n] = sets
+    return out
+
+
+def generate_bid(
+    app_id: str,
+    cluster: Cluster,
+    offered: frozenset[str],
+    rho: RhoEstimator,
+    *,
+    demand_max: int,
+    held: frozenset[str] = frozenset(),
+    max_rows: int = 32,
+) -> Bid:
+    """The app's single bid for ``offered`` (see module docstring)."""
+    if demand_max < 1:
+        raise ValueError(f"demand_max must be >= 1, got {demand_max}")
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1 (the empty row), got {max_rows}")
+    unknown = cluster.unknown(offered | held)
+    if unknown:
+        raise ValueError(f"offer or holding names GPUs not in cluster {cluster.name!r}: {unknown}")
+    if offered & held:
+        raise ValueError(f"offered GPUs already held by {app_id!r}: {sorted(offered & held)}")
+    rho_old = rho(held, placement_of(cluster, held))
+    candidates = candidate_sets(cluster, offered, demand_max - len(held), held)
+
+    # Collapse by shape of the app's whole allocation, evaluating ρ once per shape.
+    by_shape: dict[Placement, list[frozenset[str]]] = {}
+    for sets in candidates.values():
+        for s in sets:
+            by_shape.setdefault(placement_of(cluster, held | s), []).append(s)
+    priced: list[tuple[float, int, Placement]] = []
+    for shape, sets in by_shape.items():
+        value = rho(held | sets[0], shape)
+        if math.isnan(value) or value <= 0:
+            raise ValueError(f"rho estimator of {app_id!r} returned {value} for shape {shape}")
+        priced.append((value, len(sets[0]), shape))
+    priced.sort(key=lambda p: (p[0], p[1]))
+
+    kept: list[tuple[float, Placement]] = []
+    best_by_size: dict[int, float] = {}
+    for value, size, shape in priced:
+        if value >= rho_old:
+            continue
+        if any(v <= value for s, v in best_by_size.items() if s < size):
+            continue  # a smaller set is at least as good
+        best_by_size[size] = min(best_by_size.get(size, math.inf), value)
+        kept.append((value, shape))
+
+    rows: dict[frozenset[str], float] = {frozenset(): rho_old}
+    offset = zlib.crc32(app_id.encode())
+    depth = 0
+    while len(rows) < max_rows and any(depth < len(by_shape[s]) for _, s in kept):
+        for value, shape in kept:
+            sets = by_shape[shape]
+            if depth < len(sets) and len(rows) < max_rows:
+                rows[sets[(offset + depth) % len(sets)]] = value
+        depth += 1
+    return Bid(app_id, rows)
