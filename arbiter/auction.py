@@ -68,6 +68,8 @@ __all__ = [
 
 # Enumerate instead of calling HiGHS when a sub-problem has at most this many row combinations.
 _ENUMERATION_LIMIT = 256
+# LP branch-and-bound nodes before handing a sub-problem to HiGHS's own MILP solver.
+_NODE_LIMIT = 8
 
 
 class Rounding(StrEnum):
@@ -258,9 +260,11 @@ class _Market:
     """One conflict component as a reusable HiGHS model.
 
     Variables x[a,r] in [0, 1], one per bid row; Σ_r x[a,r] = 1 per app; Σ_{rows ∋ g} x <= 1 per
-    GPU; minimise Σ x log ρ. Removing apps fixes their non-empty rows to 0 (model reuse, warm
-    dual simplex). When the LP optimum is integral it is the 0/1 optimum; otherwise the same
-    model is solved as a MILP (branch and cut) seeded with the given incumbent.
+    GPU; minimise Σ x log ρ. Removing apps fixes their non-empty rows to 0, requiring an app to
+    be served fixes its empty row to 0 (model reuse, warm dual simplex). When the LP optimum is
+    integral it is the 0/1 optimum; otherwise a small depth-first branch and bound runs on the
+    same warm LP, and past a node limit the model is handed to HiGHS's MILP solver (presolve,
+    cuts) seeded with the incumbent.
     """
 
     def __init__(self, apps: list[_App], members: list[int]) -> None:
@@ -268,7 +272,8 @@ class _Market:
         self.members = members
         self.col_app: list[int] = []
         self.col_row: list[int] = []
-        self.cols_of: dict[int, list[int]] = {}
+        self.cols_of: dict[int, list[int]] = {}  # non-empty rows
+        self.empty_col: dict[int, int] = {}
         costs: list[float] = []
         index: list[int] = []
         start = [0]
@@ -277,6 +282,8 @@ class _Market:
             for r, (gpus, cost) in enumerate(apps[a].rows):
                 if r:
                     self.cols_of.setdefault(a, []).append(len(costs))
+                else:
+                    self.empty_col[a] = len(costs)
                 self.col_app.append(a)
                 self.col_row.append(r)
                 costs.append(cost)
@@ -311,42 +318,106 @@ class _Market:
         h.passModel(lp)
         return h
 
-    def _fix(self, h: highspy.Highs, apps: Iterable[int], upper: float) -> None:
-        cols = [c for a in apps for c in self.cols_of.get(a, ())]
-        if cols:
-            n = len(cols)
-            h.changeColsBounds(n, np.asarray(cols, dtype=np.int32), np.zeros(n), np.full(n, upper))
+    def _zeroed(self, excluded: frozenset[int], required: frozenset[int]) -> set[int]:
+        cols = {c for a in excluded for c in self.cols_of.get(a, ())}
+        cols.update(self.empty_col[a] for a in required if a in self.empty_col)
+        return cols
+
+    @staticmethod
+    def _bounds(h: highspy.Highs, cols: Iterable[int], lower: float, upper: float) -> None:
+        cols = np.fromiter(cols, dtype=np.int32)
+        if cols.size:
+            n = cols.size
+            h.changeColsBounds(n, cols, np.full(n, lower), np.full(n, upper))
 
     def solve(
-        self, excluded: frozenset[int] = frozenset(), hint: Mapping[int, int] | None = None
+        self,
+        excluded: frozenset[int] = frozenset(),
+        hint: Mapping[int, int] | None = None,
+        required: frozenset[int] = frozenset(),
     ) -> dict[int, int]:
-        """Optimal row per included app (excluded apps take the empty row)."""
-        self._fix(self.h, excluded, 0.0)
-        try:
-            self.h.run()
-            values = np.asarray(self.h.getSolution().col_value)
-            status = self.h.getModelStatus()
-        finally:
-            self._fix(self.h, excluded, 1.0)
-        if status == highspy.HighsModelStatus.kOptimal and bool(
-            np.all((values < 1e-9) | (values > 1 - 1e-9))
-        ):
-            return self._choice(values, excluded)
-        return self._solve_milp(excluded, hint)
+        """Optimal row per included app (excluded apps take the empty row).
 
-    def _solve_milp(
-        self, excluded: frozenset[int], hint: Mapping[int, int] | None
+        ``required`` apps must get a non-empty row: a valid tightening when every optimum
+        serves them (the ``-i`` solves of Gap 2's market).
+        """
+        zeroed = self._zeroed(excluded, required)
+        self._bounds(self.h, zeroed, 0.0, 0.0)
+        try:
+            found = self._branch_and_bound(zeroed, excluded, hint)
+        finally:
+            self._bounds(self.h, zeroed, 0.0, 1.0)
+        return found if found is not None else self.solve_milp(excluded, hint, required)
+
+    def _branch_and_bound(
+        self, zeroed: set[int], excluded: frozenset[int], hint: Mapping[int, int] | None
+    ) -> dict[int, int] | None:
+        """Depth-first LP branch and bound on the warm model; None past ``_NODE_LIMIT`` nodes.
+
+        The incumbent starts at ``hint`` (for a ``-i`` solve: the PF rows of the others), so
+        most nodes are pruned by bound at once. Branching fixes one fractional row to 1, then
+        to 0.
+        """
+        apps, h = self.apps, self.h
+        best: dict[int, int] | None = None
+        best_cost = math.inf
+        if hint is not None:
+            best = {a: hint.get(a, 0) for a in self.members if a not in excluded}
+            best_cost = _cost(apps, best)
+        # Excluded apps sit on their empty row; their cost is a constant of the LP objective.
+        offset = sum(apps[a].rows[0][1] for a in self.members if a in excluded)
+        stack: list[tuple[tuple[int, float], ...]] = [()]
+        nodes = 0
+        while stack:
+            fixes = stack.pop()
+            nodes += 1
+            if nodes > _NODE_LIMIT:
+                return None
+            for k, v in fixes:
+                self._bounds(h, (k,), v, v)
+            try:
+                h.run()
+                status = h.getModelStatus()
+                values = np.asarray(h.getSolution().col_value)
+                bound = h.getInfo().objective_function_value - offset
+            finally:
+                for k, _ in fixes:
+                    self._bounds(h, (k,), 0.0, 0.0 if k in zeroed else 1.0)
+            if status == highspy.HighsModelStatus.kInfeasible:
+                continue
+            if status != highspy.HighsModelStatus.kOptimal:
+                return None
+            if bound >= best_cost - 1e-9:
+                continue
+            frac = np.flatnonzero((values > 1e-9) & (values < 1 - 1e-9))
+            if frac.size == 0:
+                choice = self._choice(values, excluded)
+                cost = _cost(apps, choice)
+                if cost < best_cost:
+                    best, best_cost = choice, cost
+                continue
+            k = int(frac[np.argmax(values[frac])])
+            stack.append((*fixes, (k, 0.0)))
+            stack.append((*fixes, (k, 1.0)))
+        return best
+
+    def solve_milp(
+        self,
+        excluded: frozenset[int],
+        hint: Mapping[int, int] | None = None,
+        required: frozenset[int] = frozenset(),
     ) -> dict[int, int]:
+        """The same model as a MILP for HiGHS (built afresh; optionally seeded)."""
         self.milp_solves += 1
         lp = self.lp
         lp.integrality_ = [highspy.HighsVarType.kInteger] * lp.num_col_
         h = self._highs(lp)
         lp.integrality_ = []
-        self._fix(h, excluded, 0.0)
+        self._bounds(h, self._zeroed(excluded, required), 0.0, 0.0)
         if hint:
             sol = highspy.HighsSolution()
             sol.col_value = [
-                1.0 if (hint.get(a, 0) if a not in excluded else 0) == r else 0.0
+                1.0 if (0 if a in excluded else hint.get(a, 0)) == r else 0.0
                 for a, r in zip(self.col_app, self.col_row, strict=True)
             ]
             h.setSolution(sol)
@@ -371,12 +442,13 @@ def _optimum(
     market: _Market | None,
     excluded: frozenset[int],
     hint: Mapping[int, int] | None = None,
+    required: frozenset[int] = frozenset(),
 ) -> dict[int, int]:
     included = [a for a in members if a not in excluded]
     if len(included) <= 1 or math.prod(len(apps[a].rows) for a in included) <= _ENUMERATION_LIMIT:
         return _enumerate(apps, included)
     assert market is not None
-    return market.solve(excluded, hint)
+    return market.solve(excluded, hint, required)
 
 
 def _cost(apps: list[_App], choice: Mapping[int, int]) -> float:
@@ -399,7 +471,7 @@ def _pf_and_payments(
         big = math.prod(len(apps[a].rows) for a in comp) > _ENUMERATION_LIMIT and len(comp) > 1
         market = _Market(apps, comp) if big else None
         pf = (
-            market._solve_milp(frozenset(), None)
+            market.solve_milp(frozenset())
             if naive and market
             else _optimum(apps, comp, market, frozenset())
         )
@@ -424,9 +496,12 @@ def _pf_and_payments(
                 continue
             excluded = lost | {i}
             if naive and market:
-                opt = market._solve_milp(excluded, None)
+                opt = market.solve_milp(excluded)
             else:
-                opt = _optimum(apps, comp, market, excluded, hint=kept)
+                # Every optimum without i keeps all of the market served (Gap 2), so starving
+                # members may be required to get GPUs: this removes ρ = ∞ from the LP.
+                required = frozenset(a for a in others if apps[a].starving)
+                opt = _optimum(apps, comp, market, excluded, hint=kept, required=required)
             c[i] = min(1.0, math.exp(_cost(apps, opt) - _cost(apps, kept)))
         if market:
             milp += market.milp_solves

@@ -153,6 +153,9 @@ def parse_cluster(doc: Mapping[str, Any]) -> Cluster:
     if not isinstance(doc, Mapping):
         raise ClusterSpecError("cluster spec: top level must be a mapping")
     name = doc.get("name")
+    unknown_top = set(doc) - {"name", "racks", "gpu_type"}
+    if unknown_top:
+        raise ClusterSpecError(f"cluster spec: unknown top-level keys {sorted(unknown_top)}")
     if not isinstance(name, str) or not name:
         raise ClusterSpecError("cluster spec: 'name' must be a non-empty string")
     racks = doc.get("racks")
@@ -165,6 +168,10 @@ def parse_cluster(doc: Mapping[str, Any]) -> Cluster:
         where = f"cluster {name!r}: racks[{r}]"
         if not isinstance(rack, Mapping) or not isinstance(rack.get("name"), str):
             raise ClusterSpecError(f"{where}: each rack needs a string 'name'")
+        if set(rack) - {"name", "machines"}:
+            raise ClusterSpecError(
+                f"{where}: unknown keys {sorted(set(rack) - {'name', 'machines'})}"
+            )
         entries = rack.get("machines")
         if not isinstance(entries, list) or not entries:
             raise ClusterSpecError(f"{where}: 'machines' must be a non-empty list")

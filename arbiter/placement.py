@@ -15,7 +15,8 @@ between the machines" (T:2032). Two models are provided:
   pure placement slowdown, leaving scaling with |G| to Eq. 1's linear term. When the profile has
   no single-node row for ``|G|`` GPUs (more GPUs than its nodes held), the reference is its
   densest row of that size and the result is multiplied by the fallback model's cross-machine
-  factor. Placements the profile never measured fall back to the :class:`LocalityModel`.
+  factor. A placement measured in several node orders (``1122`` and ``1212``) takes the mean of
+  its readings. Placements the profile never measured fall back to the :class:`LocalityModel`.
   Profiles know nothing of racks: a cross-rack placement is further multiplied by
   ``cross_rack / cross_machine`` of the fallback.
 
@@ -164,7 +165,9 @@ class ProfileModel:
         local_bsz: int | None = None,
         fallback: LocalityModel | None = None,
     ) -> ProfileModel:
-        rows: dict[int, dict[tuple[int, ...], float]] = defaultdict(dict)
+        readings: dict[int, dict[tuple[int, ...], list[float]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
             missing = {"placement", "local_bsz", "step_time"} - set(reader.fieldnames or ())
@@ -178,7 +181,9 @@ class ProfileModel:
                     raise ValueError(f"{path}:{lineno}: bad row {rec}: {exc}") from None
                 if not t > 0:
                     raise ValueError(f"{path}:{lineno}: step_time must be > 0, got {t}")
-                rows[bsz][key] = t
+                readings[bsz][key].append(t)
+        # A placement measured in several node orders ("1122", "1212") gets the mean reading.
+        rows = {b: {k: sum(v) / len(v) for k, v in ks.items()} for b, ks in readings.items()}
         if not rows:
             raise ValueError(f"{path}: no measurements")
         if local_bsz is None:

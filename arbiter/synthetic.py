@@ -77,24 +77,38 @@ def random_apps(n: int, rng: random.Random, prefix: str = "app") -> list[Synthet
 
 
 def random_instance(
-    cluster: Cluster, apps: int, gpus: int, rows: int, seed: int
+    cluster: Cluster, apps: int, gpus: int, rows: int, seed: int, held_share: float = 0.5
 ) -> tuple[list[Bid], frozenset[str]]:
-    """``apps`` bids of at most ``rows`` rows for a random offer of ``gpus`` GPUs of ``cluster``."""
+    """``apps`` bids of at most ``rows`` rows for a random offer of ``gpus`` GPUs of ``cluster``.
+
+    Like a Themis round after some leases expired: each app already holds, with probability
+    ``held_share``, a few GPUs outside the offer (fewer than its max demand; its ρ_old is then
+    finite), the others hold nothing (ρ_old = ∞).
+    """
     rng = random.Random(seed)
     if gpus > cluster.num_gpus:
         raise ValueError(
             f"offer of {gpus} GPUs exceeds cluster {cluster.name!r} ({cluster.num_gpus})"
         )
-    offered = frozenset(rng.sample(sorted(cluster.gpu_ids), gpus))
-    bids = [
-        generate_bid(
-            a.app_id,
-            cluster,
-            offered,
-            a.rho(cluster.num_gpus),
-            demand_max=a.demand_max,
-            max_rows=rows,
+    everything = sorted(cluster.gpu_ids)
+    offered = frozenset(rng.sample(everything, gpus))
+    free = [g for g in everything if g not in offered]
+    rng.shuffle(free)
+    bids = []
+    for app in random_apps(apps, rng):
+        held: frozenset[str] = frozenset()
+        if app.demand_max > 1 and free and rng.random() < held_share:
+            take = rng.randint(1, min(app.demand_max - 1, len(free)))
+            held, free = frozenset(free[:take]), free[take:]
+        bids.append(
+            generate_bid(
+                app.app_id,
+                cluster,
+                offered,
+                app.rho(cluster.num_gpus),
+                demand_max=app.demand_max,
+                held=held,
+                max_rows=rows,
+            )
         )
-        for a in random_apps(apps, rng)
-    ]
     return bids, offered
