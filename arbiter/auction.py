@@ -23,6 +23,9 @@ Speed comes from the problem's structure, not from approximations:
   there, it would be compatible with G_i,pf and improve G_pf, a contradiction). So each ``-i``
   solve is a small problem, seeded with the PF rows as the starting incumbent, and skipped when
   every app in it already holds its best row (c_i = 1), or when G_i,pf is empty.
+* LP duality gives a free certificate: when the PF LP is integral, its GPU prices w_g <= 0
+  bound the market without i from below, so c_i >= exp(Σ_{g in G_i,pf} w_g); apps whose GPUs
+  nobody would pay for have c_i = 1 with no solve.
 
 Decisions where the papers are silent (spec B.5):
 
@@ -290,6 +293,10 @@ class _Market:
                 index.append(i)
                 index.extend(len(members) + gpu_rows.setdefault(g, len(gpu_rows)) for g in gpus)
                 start.append(len(index))
+        self.gpu_row = {g: len(members) + k for g, k in gpu_rows.items()}
+        # GPU prices (LP duals, <= 0) of an integral root LP without exclusions, if seen.
+        self.gpu_price: dict[int, float] | None = None
+        self.zeroed: set[int] = set()  # columns whose upper bound is currently 0
         n_cols, n_rows = len(costs), len(members) + len(gpu_rows)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = n_cols, n_rows
@@ -342,11 +349,12 @@ class _Market:
         serves them (the ``-i`` solves of Gap 2's market).
         """
         zeroed = self._zeroed(excluded, required)
-        self._bounds(self.h, zeroed, 0.0, 0.0)
-        try:
-            found = self._branch_and_bound(zeroed, excluded, hint)
-        finally:
-            self._bounds(self.h, zeroed, 0.0, 1.0)
+        # Only the difference to the previous solve's bounds is sent: consecutive ``-i``
+        # solves differ in two apps, so the warm dual simplex has little to repair.
+        self._bounds(self.h, zeroed - self.zeroed, 0.0, 0.0)
+        self._bounds(self.h, self.zeroed - zeroed, 0.0, 1.0)
+        self.zeroed = zeroed
+        found = self._branch_and_bound(zeroed, excluded, hint)
         return found if found is not None else self.solve_milp(excluded, hint, required)
 
     def _branch_and_bound(
@@ -378,7 +386,8 @@ class _Market:
             try:
                 h.run()
                 status = h.getModelStatus()
-                values = np.asarray(h.getSolution().col_value)
+                solution = h.getSolution()
+                values = np.asarray(solution.col_value)
                 bound = h.getInfo().objective_function_value - offset
             finally:
                 for k, _ in fixes:
@@ -390,6 +399,9 @@ class _Market:
             if bound >= best_cost - 1e-9:
                 continue
             frac = np.flatnonzero((values > 1e-9) & (values < 1 - 1e-9))
+            if frac.size == 0 and not fixes and not zeroed:
+                duals = solution.row_dual
+                self.gpu_price = {g: min(0.0, duals[r]) for g, r in self.gpu_row.items()}
             if frac.size == 0:
                 choice = self._choice(values, excluded)
                 cost = _cost(apps, choice)
@@ -483,6 +495,7 @@ def _pf_and_payments(
                 for gpus, _ in apps[a].rows[1:]:
                     for g in gpus:
                         users.setdefault(g, set()).add(a)
+        price = market.gpu_price if market else None
         for i in comp:
             freed = apps[i].rows[pf[i]][0]
             others = [a for a in comp if a != i and a not in lost]
@@ -491,6 +504,7 @@ def _pf_and_payments(
                 not freed
                 or not any(users.get(g, set()) - {i} for g in freed)
                 or all(apps[a].rows[pf[a]][1] <= apps[a].best for a in others)
+                or (price is not None and sum(price[g] for g in freed) >= -1e-12)
             ):
                 c[i] = 1.0
                 continue

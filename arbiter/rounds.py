@@ -1,0 +1,247 @@
+"""Round-by-round auctions with leases, filtering and leftover allocation (Themis §3.4, §4.3).
+
+Pseudocode (thesis Pseudocode 3 / paper Pseudocode 1, ROUNDBYROUNDAUCTIONS; spec B.6-B.7)::
+
+    on ResourceAvailableEvent R':
+        A_sort   = sort(A) by ρ_current, descending
+        A_filter = the top (1 - f) fraction of A_sort          # only they bid
+        {G_i}, L = AUCTION(A_filter, fresh bids, R')
+        allocate L at random to A - A_filter                   # work conservation
+
+Everything here is a pure function over immutable values; the gRPC service and the simulator
+are the shells that gather reports and bids, read the clock and apply the result.
+
+Decisions (spec B.6/B.7 [ASSUMPTION]s, documented and tested):
+
+* **Leases.** Every GPU is held under a :class:`Lease` ``[start, end)``; the default lease is
+  10 minutes (T:1311). An expired lease frees its GPUs; freed GPUs start a round.
+* **Batching.** Leases expire one by one, so GPUs freed within ``batch_window`` seconds
+  (default 2 s) of the first one are offered together (:func:`offer_due`).
+* **Filtering.** participants = max(1, ⌈(1 − f)·N⌉) apps with the *largest* ρ_current
+  (ties: app id), f = 0.8 by default (T:1232). f = 1 lets exactly one app bid (T:1302).
+* **Gap 1 in time.** Under lease-time rounding app i holds G_i,pf for c_i·lease; each GPU's
+  remaining (1 − c_i)·lease is leftover and is leased to its leftover recipient from
+  ``now + c_i·lease`` to the end of the lease, so no GPU ever sits in two live leases.
+* **Leftover.** Each leftover GPU goes independently to a uniformly chosen non-participant
+  (seeded RNG); if every app took part, to a uniformly chosen participant (T:1017 says nothing
+  about that case). Callers may narrow the candidates to apps with unmet demand (``eligible``).
+* **ρ_current from the kept bid table.** The Agent runs inside an untrusted AM, so the arbiter
+  keeps each app's last bid table and derives ρ after a grant from it
+  (:func:`rho_after_grant`, spec B.7), the way the Agent does for leftovers (T:2036-2038).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+
+from arbiter.auction import Bid, PAResult, Rounding, partial_allocation
+
+__all__ = [
+    "DEFAULT_FAIRNESS_KNOB",
+    "DEFAULT_LEASE_SECONDS",
+    "ArbiterState",
+    "InvariantViolation",
+    "Lease",
+    "LeaseSource",
+    "RoundOutcome",
+    "check_invariants",
+    "expire_leases",
+    "filter_participants",
+    "free_gpus",
+    "offer_due",
+    "rho_after_grant",
+    "run_round",
+]
+
+DEFAULT_LEASE_SECONDS = 600.0
+DEFAULT_FAIRNESS_KNOB = 0.8
+DEFAULT_BATCH_WINDOW = 2.0
+
+
+class InvariantViolation(AssertionError):
+    """A state broke "no GPU in two live leases" (or a lease names an unknown GPU)."""
+
+
+class LeaseSource(StrEnum):
+    AUCTION = "auction"
+    LEFTOVER = "leftover"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """``app_id`` holds ``gpus`` during ``[start, end)``; granted in round ``round``."""
+
+    app_id: str
+    gpus: frozenset[str]
+    start: float
+    end: float
+    round: int
+    source: LeaseSource = LeaseSource.AUCTION
+
+    def live_at(self, t: float) -> bool:
+        return self.start <= t < self.end
+
+    def overlaps(self, other: Lease) -> bool:
+        return self.start < other.end and other.start < self.end
+
+
+@dataclass(frozen=True)
+class ArbiterState:
+    """Everything the mechanism needs between rounds (immutable)."""
+
+    gpus: frozenset[str]
+    leases: tuple[Lease, ...] = ()
+    round: int = 0
+    last_bids: Mapping[str, Bid] = field(default_factory=lambda: MappingProxyType({}))
+
+    def held_by(self, app_id: str, t: float) -> frozenset[str]:
+        """GPUs ``app_id`` holds at time ``t``."""
+        return frozenset().union(
+            *(lease.gpus for lease in self.leases if lease.app_id == app_id and lease.live_at(t))
+        )
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    round: int
+    offered: frozenset[str]
+    participants: tuple[str, ...]
+    result: PAResult
+    granted: tuple[Lease, ...]
+
+
+def check_invariants(state: ArbiterState) -> None:
+    """Raise :class:`InvariantViolation` if a GPU is in two overlapping leases or is unknown."""
+    by_gpu: dict[str, list[Lease]] = defaultdict(list)
+    for lease in state.leases:
+        if not lease.start < lease.end:
+            raise InvariantViolation(f"lease of {lease.app_id!r} has start >= end: {lease}")
+        for g in lease.gpus:
+            if g not in state.gpus:
+                raise InvariantViolation(f"lease of {lease.app_id!r} names unknown GPU {g!r}")
+            by_gpu[g].append(lease)
+    for g, leases in by_gpu.items():
+        leases.sort(key=lambda x: x.start)
+        for a, b in itertools.pairwise(leases):
+            if a.overlaps(b):
+                raise InvariantViolation(
+                    f"GPU {g!r} is in two live leases: {a.app_id!r} [{a.start}, {a.end}) and "
+                    f"{b.app_id!r} [{b.start}, {b.end})"
+                )
+
+
+def free_gpus(state: ArbiterState, t: float) -> frozenset[str]:
+    """GPUs in no lease that is live at ``t`` or starts later (reserved leftovers)."""
+    busy = frozenset().union(*(lease.gpus for lease in state.leases if lease.end > t))
+    return state.gpus - busy
+
+
+def expire_leases(state: ArbiterState, now: float) -> tuple[ArbiterState, frozenset[str]]:
+    """Drop leases that ended by ``now``; return the new state and the GPUs that became free."""
+    ended = [lease for lease in state.leases if lease.end <= now]
+    if not ended:
+        return state, frozenset()
+    live = tuple(lease for lease in state.leases if lease.end > now)
+    new = replace(state, leases=live)
+    return new, free_gpus(new, now) - free_gpus(state, now)
+
+
+def offer_due(first_freed_at: float | None, now: float, batch_window: float) -> bool:
+    """Whether GPUs pooled since ``first_freed_at`` should be offered now (batching)."""
+    return first_freed_at is not None and now - first_freed_at >= batch_window
+
+
+def filter_participants(rho_current: Mapping[str, float], fairness_knob: float) -> tuple[str, ...]:
+    """The max(1, ⌈(1 − f)·N⌉) apps with the largest ρ (ties broken by app id)."""
+    if not 0.0 <= fairness_knob <= 1.0 or math.isnan(fairness_knob):
+        raise ValueError(f"fairness knob f must be in [0, 1], got {fairness_knob}")
+    for app_id, rho in rho_current.items():
+        if math.isnan(rho) or rho <= 0:
+            raise ValueError(f"rho_current of app {app_id!r} must be positive, got {rho}")
+    if not rho_current:
+        return ()
+    n = max(1, math.ceil((1.0 - fairness_knob) * len(rho_current) - 1e-9))
+    ranked = sorted(rho_current, key=lambda a: (-rho_current[a], a))
+    return tuple(ranked[:n])
+
+
+def rho_after_grant(bid: Bid, granted: frozenset[str]) -> float:
+    """ρ the app's own bid table implies after it receives ``granted`` (beyond its holding).
+
+    The exact row if there is one, else the best row contained in ``granted`` (the app can run
+    at least that), else ρ_old.
+    """
+    if granted in bid.rows:
+        return bid.rows[granted]
+    return min(rho for key, rho in bid.rows.items() if key <= granted)
+
+
+def run_round(
+    state: ArbiterState,
+    *,
+    offered: frozenset[str],
+    bids: Iterable[Bid],
+    participants: Iterable[str],
+    non_participants: Iterable[str],
+    now: float,
+    seed: int,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    rounding: Rounding = Rounding.LEASE_TIME,
+) -> tuple[ArbiterState, RoundOutcome]:
+    """One auction round over ``offered`` (free GPUs) and the leases it grants.
+
+    ``bids`` must come from exactly the ``participants``; ``non_participants`` are the apps
+    eligible for leftover GPUs. Raises ``ValueError`` (state untouched) on bad input.
+    """
+    participants = tuple(participants)
+    others = tuple(a for a in non_participants if a not in participants)
+    bids = list(bids)
+    if not lease_seconds > 0 or not math.isfinite(lease_seconds):
+        raise ValueError(f"lease_seconds must be positive and finite, got {lease_seconds}")
+    if sorted(b.app_id for b in bids) != sorted(participants):
+        raise ValueError(
+            f"bids must come from exactly the participants {sorted(participants)}, "
+            f"got bids from {sorted(b.app_id for b in bids)}"
+        )
+    offered = frozenset(offered)
+    not_free = offered - free_gpus(state, now)
+    if not_free:
+        raise ValueError(f"offered GPUs are leased or unknown: {sorted(not_free)}")
+    result = partial_allocation(bids, offered, rounding=rounding)
+
+    rnd = state.round + 1
+    end = now + lease_seconds
+    granted: list[Lease] = []
+    free_from: dict[str, float] = dict.fromkeys(result.leftover, now)
+    for app_id, gpus in result.allocation.items():
+        held_until = min(end, now + result.lease_fraction[app_id] * lease_seconds)
+        if gpus and held_until > now:
+            granted.append(Lease(app_id, gpus, now, held_until, rnd))
+        for g in gpus & result.leftover.keys():
+            free_from[g] = held_until  # the same float, so the two leases just touch
+    rng = random.Random(seed)
+    pool = others or participants
+    by_recipient: dict[tuple[str, float], set[str]] = defaultdict(set)
+    for g in sorted(free_from):
+        if pool and free_from[g] < end:
+            by_recipient[(rng.choice(pool), free_from[g])].add(g)
+    for (app_id, start), gpus in sorted(by_recipient.items()):
+        granted.append(Lease(app_id, frozenset(gpus), start, end, rnd, LeaseSource.LEFTOVER))
+
+    last_bids = dict(state.last_bids)
+    last_bids.update((b.app_id, b) for b in bids)
+    new = replace(
+        state,
+        leases=state.leases + tuple(granted),
+        round=rnd,
+        last_bids=MappingProxyType(last_bids),
+    )
+    check_invariants(new)
+    return new, RoundOutcome(rnd, offered, participants, result, tuple(granted))
