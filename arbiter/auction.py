@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -61,6 +62,8 @@ import highspy
 import numpy as np
 
 __all__ = [
+    "RHO_MAX",
+    "RHO_MIN",
     "Bid",
     "PAResult",
     "Rounding",
@@ -69,6 +72,11 @@ __all__ = [
     "partial_allocation",
 ]
 
+# Accepted range of finite ρ: wide enough for any real app, narrow enough that products of
+# ratios stay meaningful in floating point.
+RHO_MIN, RHO_MAX = 1e-9, 1e9
+# c_i is a product of ratios that could underflow to 0 with extreme bids; it stays in (0, 1].
+_C_FLOOR = math.ulp(0.0)
 # Enumerate instead of calling HiGHS when a sub-problem has at most this many row combinations.
 _ENUMERATION_LIMIT = 256
 # LP branch-and-bound nodes before handing a sub-problem to HiGHS's own MILP solver.
@@ -100,16 +108,16 @@ class Bid:
                 raise ValueError(
                     f"bid of app {self.app_id!r}: row key {key!r} must be a frozenset of GPU ids"
                 )
-            try:
-                rho = float(value)
-            except (TypeError, ValueError):
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):
                 raise ValueError(
                     f"bid of app {self.app_id!r}: row {sorted(key)} has rho={value!r}, not a number"
-                ) from None
-            if math.isnan(rho) or rho <= 0:
+                )
+            rho = float(value)
+            if not (RHO_MIN <= rho <= RHO_MAX or rho == math.inf):
                 raise ValueError(
                     f"bid of app {self.app_id!r}: row {sorted(key)} has rho={rho}; rho must be "
-                    "a positive number (inf is allowed, NaN, zero and negatives are not)"
+                    f"a number in [{RHO_MIN:g}, {RHO_MAX:g}] or inf (NaN, zero and negatives "
+                    "are rejected)"
                 )
             clean[key] = rho
         if frozenset() not in clean:
@@ -516,7 +524,7 @@ def _pf_and_payments(
                 # members may be required to get GPUs: this removes ρ = ∞ from the LP.
                 required = frozenset(a for a in others if apps[a].starving)
                 opt = _optimum(apps, comp, market, excluded, hint=kept, required=required)
-            c[i] = min(1.0, math.exp(_cost(apps, opt) - _cost(apps, kept)))
+            c[i] = min(1.0, max(_C_FLOOR, math.exp(_cost(apps, opt) - _cost(apps, kept))))
         if market:
             milp += market.milp_solves
     return choice, c, milp

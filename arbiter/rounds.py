@@ -24,7 +24,10 @@ Decisions (spec B.6/B.7 [ASSUMPTION]s, documented and tested):
   ``now + c_i·lease`` to the end of the lease, so no GPU ever sits in two live leases.
 * **Leftover.** Each leftover GPU goes independently to a uniformly chosen non-participant
   (seeded RNG); if every app took part, to a uniformly chosen participant (T:1017 says nothing
-  about that case). Callers may narrow the candidates to apps with unmet demand (``eligible``).
+  about that case). Given each app's ``room`` (unmet demand), only apps that can still use a
+  GPU are candidates, and a GPU nobody can use stays free for the next round.
+* **Ties in filtering.** Apps holding nothing all have ρ = ∞; ties go to the app that bid
+  least recently (``tie_break``), so starving apps take turns.
 * **ρ_current from the kept bid table.** The Agent runs inside an untrusted AM, so the arbiter
   keeps each app's last bid table and derives ρ after a grant from it
   (:func:`rho_after_grant`, spec B.7), the way the Agent does for leftovers (T:2036-2038).
@@ -158,8 +161,16 @@ def offer_due(first_freed_at: float | None, now: float, batch_window: float) -> 
     return first_freed_at is not None and now - first_freed_at >= batch_window
 
 
-def filter_participants(rho_current: Mapping[str, float], fairness_knob: float) -> tuple[str, ...]:
-    """The max(1, ⌈(1 − f)·N⌉) apps with the largest ρ (ties broken by app id)."""
+def filter_participants(
+    rho_current: Mapping[str, float],
+    fairness_knob: float,
+    tie_break: Mapping[str, float] | None = None,
+) -> tuple[str, ...]:
+    """The max(1, ⌈(1 − f)·N⌉) apps with the largest ρ.
+
+    Ties (common: every app holding nothing has ρ = ∞) go to the smaller ``tie_break`` value,
+    e.g. the round an app last bid in, so starving apps take turns; then to the app id.
+    """
     if not 0.0 <= fairness_knob <= 1.0 or math.isnan(fairness_knob):
         raise ValueError(f"fairness knob f must be in [0, 1], got {fairness_knob}")
     for app_id, rho in rho_current.items():
@@ -168,7 +179,8 @@ def filter_participants(rho_current: Mapping[str, float], fairness_knob: float) 
     if not rho_current:
         return ()
     n = max(1, math.ceil((1.0 - fairness_knob) * len(rho_current) - 1e-9))
-    ranked = sorted(rho_current, key=lambda a: (-rho_current[a], a))
+    tie = tie_break or {}
+    ranked = sorted(rho_current, key=lambda a: (-rho_current[a], tie.get(a, -math.inf), a))
     return tuple(ranked[:n])
 
 
@@ -194,11 +206,15 @@ def run_round(
     seed: int,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     rounding: Rounding = Rounding.LEASE_TIME,
+    room: Mapping[str, int] | None = None,
 ) -> tuple[ArbiterState, RoundOutcome]:
     """One auction round over ``offered`` (free GPUs) and the leases it grants.
 
     ``bids`` must come from exactly the ``participants``; ``non_participants`` are the apps
-    eligible for leftover GPUs. Raises ``ValueError`` (state untouched) on bad input.
+    eligible for leftover GPUs. ``room`` (optional) is how many more GPUs each app can use
+    (max demand minus holding): leftover then only goes to apps with room left, one GPU at a
+    time, and a GPU nobody can use stays free for the next round. Raises ``ValueError``
+    (state untouched) on bad input.
     """
     participants = tuple(participants)
     others = tuple(a for a in non_participants if a not in participants)
@@ -227,11 +243,24 @@ def run_round(
         for g in gpus & result.leftover.keys():
             free_from[g] = held_until  # the same float, so the two leases just touch
     rng = random.Random(seed)
-    pool = others or participants
+    left: dict[str, float] = dict(room) if room is not None else {}
+    for lease in granted:
+        if lease.app_id in left:
+            left[lease.app_id] -= len(lease.gpus)
     by_recipient: dict[tuple[str, float], set[str]] = defaultdict(set)
     for g in sorted(free_from):
-        if pool and free_from[g] < end:
-            by_recipient[(rng.choice(pool), free_from[g])].add(g)
+        if free_from[g] >= end:
+            continue
+        pool = others or participants
+        if room is not None:
+            pool = [a for a in others if left.get(a, 0) > 0] or [
+                a for a in participants if left.get(a, 0) > 0
+            ]
+        if pool:
+            app_id = rng.choice(pool)
+            if room is not None:
+                left[app_id] -= 1
+            by_recipient[(app_id, free_from[g])].add(g)
     for (app_id, start), gpus in sorted(by_recipient.items()):
         granted.append(Lease(app_id, frozenset(gpus), start, end, rnd, LeaseSource.LEFTOVER))
 

@@ -11,12 +11,12 @@ bid generator (:func:`arbiter.bids.generate_bid`), so benchmarks time what the a
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from arbiter.auction import Bid
 from arbiter.bids import generate_bid
 from arbiter.cluster import Cluster
-from arbiter.fairness import rho_single_job, t_id
+from arbiter.fairness import iter_time, rho_single_job, t_id
 from arbiter.placement import LocalityModel, Placement
 
 __all__ = ["SyntheticApp", "random_apps", "random_instance"]
@@ -51,6 +51,15 @@ class SyntheticApp:
             )
 
         return estimate
+
+    def advance(self, dt: float, gpus: int, slowdown: float) -> SyntheticApp:
+        """The app ``dt`` seconds later, having run on ``gpus`` GPUs with slowdown S."""
+        done = (
+            0
+            if gpus == 0
+            else int(dt / iter_time(self.iter_time_serial, slowdown, gpus, self.demand_max))
+        )
+        return replace(self, elapsed=self.elapsed + dt, iters_left=max(0, self.iters_left - done))
 
 
 def random_apps(n: int, rng: random.Random, prefix: str = "app") -> list[SyntheticApp]:

@@ -13,6 +13,8 @@ import math
 import pytest
 
 from arbiter.auction import (
+    RHO_MAX,
+    RHO_MIN,
     Bid,
     PAResult,
     Rounding,
@@ -339,8 +341,9 @@ def test_app_freeing_gpus_nobody_else_wants_pays_nothing() -> None:
     assert r.pf_allocation["A"] == fs(g0, g1)
     assert r.c["A"] == 1.0
     assert r.leftover.get(g0, 0.0) == 0.0 and r.leftover.get(g1, 0.0) == 0.0
-    # B and C compete for g3: B (2-set, 1.0) * C nothing (4.0) = 4 vs B g2 (2.0) * C g3 (1.5) = 3
-    # -> PF = B {g2}, C {g3}; c_C = v_B(g2)/v_B(g2,g3) = (1/2)/1 = 1/2;
+    # B and C compete for g3. Product of rho (smaller is better): B {g2,g3} (1.0) * C ∅ (4.0)
+    # = 4 vs B {g2} (2.0) * C {g3} (1.5) = 3 -> PF = B {g2}, C {g3};
+    # c_C = v_B(g2)/v_B(g2,g3) = (1/2)/1 = 1/2;
     # c_B: without B, C still takes g3 -> c_B = 1.
     assert r.pf_allocation["B"] == fs(g2) and r.pf_allocation["C"] == fs(g3)
     assert r.c["C"] == pytest.approx(0.5)
@@ -415,28 +418,51 @@ def test_two_starving_apps_one_gpu() -> None:
 
 
 def test_starving_app_is_served_before_improving_a_finite_one() -> None:
-    """Lexicographic PF: serving S (rho_old = inf) beats a 1000x improvement of F.
+    """Lexicographic PF: serving S (rho_old = inf) beats a 10^7x improvement of F.
 
-    S: ∅ -> inf, {g0} -> 10. F: ∅ -> 1, {g0} -> 0.001. The product alone would give g0 to F
-    (1/10 * 1 = 0.1 vs inf-term for S), but Gap 2 maximises the number of finite apps first.
-    F is in the market (finite rho), so S pays for displacing it:
-    c_S = v_F(∅) / v_F({g0}) = 1 / 1000. c_F = 1 (it gets nothing).
+    S: ∅ -> inf, {g0} -> 10. F: ∅ -> 1, {g0} -> 1e-7. Gap 2 maximises the number of apps with
+    finite rho first, so S gets g0. (A cap rho_max = 1e6 instead would give g0 to F:
+    1/1e6 * 1/1e-7 = 10 > 1/10 * 1/1 = 0.1.) F is in the market (finite rho), so S pays for
+    displacing it: c_S = v_F(∅) / v_F({g0}) = 1e-7; c_F = 1 (it gets nothing).
     """
     g0 = "g00"
     offered = fs(g0)
     bids = [
         Bid("S", {EMPTY: INF, fs(g0): 10.0}),
-        Bid("F", {EMPTY: 1.0, fs(g0): 0.001}),
+        Bid("F", {EMPTY: 1.0, fs(g0): 1e-7}),
     ]
     r = partial_allocation(bids, offered)
     check_invariants(r, bids, offered)
     assert r.pf_allocation == {"S": fs(g0), "F": EMPTY}
     assert r.pf_rho == {"S": 10.0, "F": 1.0}
-    assert r.c["S"] == pytest.approx(1e-3)
+    assert r.c["S"] == pytest.approx(1e-7)
     assert r.c["F"] == 1.0
     assert r.c == pytest.approx(brute_force_payments(bids, offered, r.pf_allocation))
     (n_finite, _), _ = brute_force_pf(bids, offered)
     assert n_finite == 2
+
+
+def test_more_starving_apps_served_beats_better_product() -> None:
+    """Not everyone can be served: the PF serves the most apps, then maximises the product.
+
+    S1 {g0}: 1, S2 {g1}: 1, S3 {g0,g1}: 0.01, all at rho_old = inf. Serving S3 alone has the
+    better product (100 vs 1) but one finite app instead of two, so S1 and S2 win. S3 stays at
+    inf and is out of the market: without S1, S2 keeps g1 (its only row) and S1's g0 is wanted
+    by no market app, so c_S1 = c_S2 = 1 and nothing is leftover.
+    """
+    g0, g1 = gpu_ids(2)
+    offered = fs(g0, g1)
+    bids = [
+        Bid("S1", {EMPTY: INF, fs(g0): 1.0}),
+        Bid("S2", {EMPTY: INF, fs(g1): 1.0}),
+        Bid("S3", {EMPTY: INF, fs(g0, g1): 0.01}),
+    ]
+    r = partial_allocation(bids, offered)
+    check_invariants(r, bids, offered)
+    assert r.pf_allocation == {"S1": fs(g0), "S2": fs(g1), "S3": EMPTY}
+    assert r.c == {"S1": 1.0, "S2": 1.0, "S3": 1.0}
+    assert r.leftover == {}
+    assert lex_value(r) == (2, pytest.approx(0.0))
 
 
 def test_starving_apps_all_served_when_possible() -> None:
@@ -528,29 +554,28 @@ def test_numeric_string_rho_is_rejected() -> None:
             Bid("a", {EMPTY: value})  # type: ignore[dict-item]
 
 
-def test_c_stays_positive_for_extreme_but_accepted_rho() -> None:
-    """D.17 says 0 < c_i; rho = 1e200 and 1e-200 are accepted as valid input.
-
-    PRODUCT BUG (edge case, float underflow): S (rho_old = inf) wins g0 lexicographically
-    and displaces F whose rho would drop from 1e200 to 1e-200, so
-    c_S = exp(log 1e-200 - log 1e200) = 1e-400, which underflows to 0.0: the result then says
-    S holds g0 for 0 % of the lease (c_S = 0, outside (0, 1]). Either c should be clamped to
-    a positive floor or such rho values rejected at validation.
+def test_extreme_rho_rejected_and_c_stays_positive() -> None:
+    """D.17 says 0 < c_i. rho outside [RHO_MIN, RHO_MAX] (e.g. 1e200 / 1e-200, whose ratio
+    1e-400 underflows to 0.0) is rejected at validation; at the accepted extremes c stays > 0.
     """
     g0 = "g00"
+    for bad in (1e200, 1e-200, RHO_MAX * 10, RHO_MIN / 10):
+        with pytest.raises(ValueError, match="rho"):
+            Bid("F", {EMPTY: 2.0, fs(g0): bad})
     bids = [
         Bid("S", {EMPTY: INF, fs(g0): 1.0}),
-        Bid("F", {EMPTY: 1e200, fs(g0): 1e-200}),
+        Bid("F", {EMPTY: RHO_MAX, fs(g0): RHO_MIN}),
     ]
     r = partial_allocation(bids, fs(g0))
     assert r.pf_allocation["S"] == fs(g0)
+    # S displaces F, whose rho would fall from 1e9 to 1e-9: c_S = 1e-18, tiny but positive.
+    assert r.c["S"] == pytest.approx(RHO_MIN / RHO_MAX)
     assert r.c["S"] > 0.0
 
 
 def _valid() -> tuple[list[Bid], frozenset[str]]:
-    return [Bid("a", {EMPTY: 2.0, fs("g0"): 1.0}), Bid("b", {EMPTY: 2.0, fs("g1"): 1.0})], fs(
-        "g0", "g1"
-    )
+    bids = [Bid("a", {EMPTY: 2.0, fs("g0"): 1.0}), Bid("b", {EMPTY: 2.0, fs("g1"): 1.0})]
+    return bids, fs("g0", "g1")
 
 
 def test_rows_naming_gpus_not_offered_raise() -> None:

@@ -120,7 +120,9 @@ def test_pf_value_and_payments_match_brute_force(instance, naive: bool) -> None:
 
 # Markets whose row combinations exceed the enumeration limit (256), so the LP / branch and
 # bound / MILP path is exercised: 3-5 apps, 4-8 GPUs, 3-7 small rows each.
-LARGER = instances(min_apps=3, max_apps=5, min_gpus=4, max_gpus=8, min_rows=3, max_rows=7, max_set=3)
+LARGER = instances(
+    min_apps=3, max_apps=5, min_gpus=4, max_gpus=8, min_rows=3, max_rows=7, max_set=3
+)
 
 
 @settings(FAST, max_examples=150)

@@ -1,0 +1,279 @@
+"""``yarn-arbiter``: command-line entry point.
+
+Subcommands so far:
+
+* ``demo``: Themis rounds on a declared cluster (no YARN needed): synthetic ML apps report ρ,
+  the worst (1 - f) bid for the free GPUs, a partial-allocation auction decides, leftovers go
+  to the others, leases expire and the next round starts. Each round is printed as a table.
+* ``cluster``: list the shipped cluster specs or describe one (or a YAML file).
+
+Later issues add ``serve``, ``simulate``, ``sweep``, ``submit`` and ``status``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+from arbiter.auction import Rounding
+from arbiter.bids import generate_bid
+from arbiter.cluster import Cluster, ClusterSpecError, load_cluster, shipped_specs
+from arbiter.placement import placement_of
+from arbiter.rounds import (
+    DEFAULT_FAIRNESS_KNOB,
+    DEFAULT_LEASE_SECONDS,
+    ArbiterState,
+    check_invariants,
+    expire_leases,
+    filter_participants,
+    free_gpus,
+    run_round,
+)
+from arbiter.synthetic import SyntheticApp, random_apps
+
+
+def _fmt_rho(rho: float) -> str:
+    return "inf" if math.isinf(rho) else f"{rho:.3f}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [
+        max(len(h), *(len(r[k]) for r in rows)) if rows else len(h) for k, h in enumerate(headers)
+    ]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
+
+
+def _shape(cluster: Cluster, gpus: frozenset[str]) -> str:
+    if not gpus:
+        return "-"
+    per_machine = Counter(cluster.gpu(g).machine for g in gpus)
+    racks = len({cluster.gpu(g).rack for g in gpus})
+    where = "+".join(str(n) for n in sorted(per_machine.values(), reverse=True))
+    return f"{len(gpus)} ({where}{', ' + str(racks) + ' racks' if racks > 1 else ''})"
+
+
+def run_demo(
+    cluster: Cluster,
+    *,
+    apps: int,
+    rounds: int,
+    fairness_knob: float,
+    lease_seconds: float,
+    seed: int,
+    rounding: Rounding,
+    out=sys.stdout,
+) -> ArbiterState:
+    """Run ``rounds`` Themis rounds with synthetic apps and print each one."""
+    rng = random.Random(seed)
+    population: dict[str, SyntheticApp] = {a.app_id: a for a in random_apps(apps, rng)}
+    estimators = {a.app_id: a.rho(cluster.num_gpus) for a in population.values()}
+    state = ArbiterState(cluster.gpu_ids)
+    now = 0.0
+    print(
+        f"cluster {cluster.name}: {cluster.num_gpus} GPUs on {len(cluster.machines)} machines "
+        f"in {len(cluster.racks)} racks; {apps} apps; f = {fairness_knob}; "
+        f"lease {lease_seconds:.0f} s; rounding {rounding.value}",
+        file=out,
+    )
+    last_bid: dict[str, float] = {}
+    for _ in range(rounds):
+        state, _freed = expire_leases(state, now)
+        offered = free_gpus(state, now)
+        held = {a: state.held_by(a, now) for a in population}
+        if not offered or not population:
+            break
+        rho_now = {a: estimators[a](held[a], placement_of(cluster, held[a])) for a in population}
+        participants = filter_participants(rho_now, fairness_knob, tie_break=last_bid)
+        bids = [
+            generate_bid(
+                a,
+                cluster,
+                offered,
+                estimators[a],
+                demand_max=population[a].demand_max,
+                held=held[a],
+            )
+            for a in participants
+        ]
+        others = [a for a in population if a not in participants]
+        state, outcome = run_round(
+            state,
+            offered=offered,
+            bids=bids,
+            participants=participants,
+            non_participants=others,
+            now=now,
+            seed=seed + state.round,
+            lease_seconds=lease_seconds,
+            rounding=rounding,
+            room={a: population[a].demand_max - len(held[a]) for a in population},
+        )
+        last_bid.update(dict.fromkeys(participants, float(outcome.round)))
+        check_invariants(state)
+        r = outcome.result
+        print(
+            f"\nround {outcome.round} at t = {now:.0f} s: {len(offered)} GPUs offered, "
+            f"{len(participants)} of {len(population)} apps bid (largest ρ first)",
+            file=out,
+        )
+        rows = []
+        for a in participants:
+            rows.append(
+                [
+                    a,
+                    str(population[a].demand_max),
+                    _fmt_rho(rho_now[a]),
+                    _shape(cluster, r.pf_allocation[a]),
+                    _fmt_rho(r.pf_rho[a]),
+                    f"{r.c[a]:.3f}",
+                    f"{r.lease_fraction[a] * lease_seconds:.0f} s" if r.allocation[a] else "-",
+                ]
+            )
+        print(
+            _table(["app", "demand", "rho now", "PF GPUs", "rho PF", "c_i", "held for"], rows),
+            file=out,
+        )
+        leftovers: Counter[str] = Counter()
+        for lease in outcome.granted:
+            if lease.source == "leftover":
+                leftovers[lease.app_id] += len(lease.gpus)
+        leased = frozenset().union(*(lease.gpus for lease in outcome.granted))
+        print(
+            "leftover to non-bidders: "
+            + (", ".join(f"{a} x{n}" for a, n in sorted(leftovers.items())) or "none")
+            + f"; idle (no app can use them): {len(offered - leased)} GPUs",
+            file=out,
+        )
+        # Apps train until the next lease ends; finished apps leave (their leases end too).
+        later = min((lease.end for lease in state.leases), default=now + lease_seconds)
+        population, estimators, state = _progress(cluster, population, state, now, later)
+        now = later
+        if not population:
+            print("\nall apps finished", file=out)
+            break
+    return state
+
+
+def _progress(
+    cluster: Cluster,
+    population: dict[str, SyntheticApp],
+    state: ArbiterState,
+    start: float,
+    end: float,
+) -> tuple[dict[str, SyntheticApp], dict, ArbiterState]:
+    """Advance every app from ``start`` to ``end`` on what it holds; drop finished apps."""
+    moved: dict[str, SyntheticApp] = {}
+    for a, app in population.items():
+        gpus = state.held_by(a, start)
+        slowdown = app.locality.slowdown(placement_of(cluster, gpus))
+        later = app.advance(end - start, len(gpus), slowdown)
+        if later.iters_left > 0:
+            moved[a] = later
+    gone = set(population) - set(moved)
+    if gone:
+        state = replace(
+            state,
+            leases=tuple(lease for lease in state.leases if lease.app_id not in gone),
+        )
+    return moved, {a: app.rho(cluster.num_gpus) for a, app in moved.items()}, state
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    cluster = load_cluster(args.cluster)
+    run_demo(
+        cluster,
+        apps=args.apps,
+        rounds=args.rounds,
+        fairness_knob=args.fairness_knob,
+        lease_seconds=args.lease_seconds,
+        seed=args.seed,
+        rounding=Rounding(args.rounding),
+    )
+    return 0
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    if not args.spec:
+        for name, path in sorted(shipped_specs().items()):
+            c = load_cluster(path)
+            print(f"{name:18s} {c.num_gpus:4d} GPUs  {len(c.machines):3d} machines  {path}")
+        return 0
+    c = load_cluster(args.spec)
+    print(f"{c.name}: {c.num_gpus} GPUs, {len(c.machines)} machines, {len(c.racks)} racks")
+    kinds = Counter((m.rack, m.slots, m.gpus_per_slot, m.gpu_type) for m in c.machines)
+    rows = [
+        [rack, str(n), f"{slots} x {per}", gtype, str(n * slots * per)]
+        for (rack, slots, per, gtype), n in kinds.items()
+    ]
+    print(_table(["rack", "machines", "slots x GPUs", "type", "GPUs"], rows))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="yarn-arbiter",
+        description="Fair GPU leases for ML apps on a YARN cluster (Themis auctions).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser(
+        "demo",
+        help="run Themis rounds on a declared cluster with synthetic apps",
+        description="Run round-by-round partial-allocation auctions with synthetic ML apps "
+        "on a declared cluster and print every round (no YARN needed).",
+    )
+    demo.add_argument(
+        "--cluster",
+        default="themis-testbed",
+        help="shipped spec name or YAML path (default: themis-testbed, 64 K80 GPUs)",
+    )
+    demo.add_argument("--apps", type=int, default=24, help="number of ML apps (default 24)")
+    demo.add_argument("--rounds", type=int, default=4, help="auction rounds to run (default 4)")
+    demo.add_argument(
+        "--fairness-knob",
+        type=float,
+        default=DEFAULT_FAIRNESS_KNOB,
+        help="f: the (1 - f) apps with the worst rho bid each round (default 0.8)",
+    )
+    demo.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=DEFAULT_LEASE_SECONDS,
+        help="lease length in seconds (default 600)",
+    )
+    demo.add_argument(
+        "--rounding",
+        choices=[r.value for r in Rounding],
+        default=Rounding.LEASE_TIME.value,
+        help="how a fractional c_i becomes GPUs (default lease-time)",
+    )
+    demo.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    demo.set_defaults(func=_cmd_demo)
+    cluster = sub.add_parser("cluster", help="list shipped cluster specs or describe one")
+    cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
+    cluster.set_defaults(func=_cmd_cluster)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for name in ("apps", "rounds"):
+        if getattr(args, name, 1) < 1:
+            print(f"yarn-arbiter: --{name} must be >= 1", file=sys.stderr)
+            return 2
+    try:
+        return args.func(args)
+    except (ClusterSpecError, ValueError) as exc:
+        print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
