@@ -23,9 +23,8 @@ Speed comes from the problem's structure, not from approximations:
   there, it would be compatible with G_i,pf and improve G_pf, a contradiction). So each ``-i``
   solve is a small problem, seeded with the PF rows as the starting incumbent, and skipped when
   every app in it already holds its best row (c_i = 1), or when G_i,pf is empty.
-* LP duality gives a free certificate: when the PF LP is integral, its GPU prices w_g <= 0
-  bound the market without i from below, so c_i >= exp(Σ_{g in G_i,pf} w_g); apps whose GPUs
-  nobody would pay for have c_i = 1 with no solve.
+* Clique cuts (x[j,R] + Σ of app i's rows meeting R <= 1) are separated at every LP and kept
+  in the model, so the LP relaxation is integral far more often.
 
 Decisions where the papers are silent (spec B.5):
 
@@ -62,6 +61,7 @@ import highspy
 import numpy as np
 
 __all__ = [
+    "PAYMENT_GAP",
     "RHO_MAX",
     "RHO_MIN",
     "Bid",
@@ -81,6 +81,13 @@ _C_FLOOR = math.ulp(0.0)
 _ENUMERATION_LIMIT = 256
 # LP branch-and-bound nodes before handing a sub-problem to HiGHS's own MILP solver.
 _NODE_LIMIT = 8
+# Optimality gaps (absolute, in Σ log ρ): the PF allocation is solved exactly; the solves
+# without one app, which only set c_i, stop within PAYMENT_GAP, so each c_i is exact up to a
+# factor exp(1e-4) (at most 0.06 s of a 10-minute lease), never below its true value.
+_EXACT_GAP = 1e-9
+PAYMENT_GAP = 1e-4
+# Rounds of clique-cut separation per branch-and-bound node.
+_CUT_ROUNDS = 3
 
 
 class Rounding(StrEnum):
@@ -144,6 +151,10 @@ class PAResult:
     rounding: Rounding
     pf_rho: dict[str, float]
     solves: int = field(default=0, compare=False)
+    # Σ_j log(1/ρ_j) of the optimal market without app i (the apps with finite ρ at the PF,
+    # minus i): the denominator of c_i. Unlike c_i it does not depend on how ties between
+    # equally good PF allocations were broken, so it is what two solvers must agree on.
+    value_without: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def hidden_payment(self) -> dict[str, float]:
@@ -240,25 +251,49 @@ def _components(apps: list[_App]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _enumerate(apps: list[_App], members: list[int]) -> dict[int, int]:
-    """Exact optimum by depth-first branch and bound (tiny problems)."""
-    best_cost = math.inf
-    best: dict[int, int] = {}
-    order = sorted(members, key=lambda a: len(apps[a].rows))
+class _Budget(Exception):
+    """The enumeration exceeded its node budget."""
+
+
+def _enumerate(
+    apps: list[_App],
+    members: list[int],
+    incumbent: Mapping[int, int] | None = None,
+    node_limit: int | None = None,
+) -> dict[int, int]:
+    """Exact optimum by depth-first branch and bound (small problems).
+
+    Starts from ``incumbent`` if given; raises :class:`_Budget` past ``node_limit`` nodes.
+    Apps that can gain the most over their incumbent row are branched on first, so the
+    "sum of best remaining rows" bound tightens early.
+    """
+    best: dict[int, int] = dict(incumbent) if incumbent is not None else {}
+    best_cost = _cost(apps, best) + 1e-12 if incumbent is not None else math.inf
+    if incumbent is not None:
+        order = sorted(
+            members, key=lambda a: (apps[a].best - apps[a].rows[incumbent[a]][1], len(apps[a].rows))
+        )
+    else:
+        order = sorted(members, key=lambda a: len(apps[a].rows))
     suffix = [0.0] * (len(order) + 1)
     for k in range(len(order) - 1, -1, -1):
         suffix[k] = suffix[k + 1] + apps[order[k]].best
+    ranked = {a: sorted(enumerate(apps[a].rows), key=lambda rc: rc[1][1]) for a in order}
     choice: dict[int, int] = {}
+    nodes = 0
 
     def dfs(k: int, used: frozenset[int], cost: float) -> None:
-        nonlocal best_cost, best
+        nonlocal best_cost, best, nodes
+        nodes += 1
+        if node_limit is not None and nodes > node_limit:
+            raise _Budget
         if cost + suffix[k] >= best_cost - 1e-12:
             return
         if k == len(order):
             best_cost, best = cost, dict(choice)
             return
         a = order[k]
-        for r, (gpus, c) in sorted(enumerate(apps[a].rows), key=lambda rc: rc[1][1]):
+        for r, (gpus, c) in ranked[a]:
             if gpus.isdisjoint(used):
                 choice[a] = r
                 dfs(k + 1, used | gpus, cost + c)
@@ -301,9 +336,12 @@ class _Market:
                 index.append(i)
                 index.extend(len(members) + gpu_rows.setdefault(g, len(gpu_rows)) for g in gpus)
                 start.append(len(index))
-        self.gpu_row = {g: len(members) + k for g, k in gpu_rows.items()}
-        # GPU prices (LP duals, <= 0) of an integral root LP without exclusions, if seen.
-        self.gpu_price: dict[int, float] | None = None
+        self.cols_by_gpu: dict[int, list[int]] = {}
+        for k, (a, r) in enumerate(zip(self.col_app, self.col_row, strict=True)):
+            for g in apps[a].rows[r][0]:
+                self.cols_by_gpu.setdefault(g, []).append(k)
+        self.cuts: set[tuple[int, ...]] = set()
+        self.gap = _EXACT_GAP  # absolute optimality gap in Σ log ρ for the current solve
         self.zeroed: set[int] = set()  # columns whose upper bound is currently 0
         n_cols, n_rows = len(costs), len(members) + len(gpu_rows)
         lp = highspy.HighsLp()
@@ -329,7 +367,7 @@ class _Market:
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)
         h.setOptionValue("mip_rel_gap", 0.0)
-        h.setOptionValue("mip_abs_gap", 1e-9)
+        h.setOptionValue("mip_abs_gap", _EXACT_GAP)
         h.passModel(lp)
         return h
 
@@ -350,8 +388,9 @@ class _Market:
         excluded: frozenset[int] = frozenset(),
         hint: Mapping[int, int] | None = None,
         required: frozenset[int] = frozenset(),
+        gap: float = _EXACT_GAP,
     ) -> dict[int, int]:
-        """Optimal row per included app (excluded apps take the empty row).
+        """Optimal row per included app (excluded apps take the empty row), within ``gap``.
 
         ``required`` apps must get a non-empty row: a valid tightening when every optimum
         serves them (the ``-i`` solves of Gap 2's market).
@@ -362,8 +401,9 @@ class _Market:
         self._bounds(self.h, zeroed - self.zeroed, 0.0, 0.0)
         self._bounds(self.h, self.zeroed - zeroed, 0.0, 1.0)
         self.zeroed = zeroed
+        self.gap = gap
         found = self._branch_and_bound(zeroed, excluded, hint)
-        return found if found is not None else self.solve_milp(excluded, hint, required)
+        return found if found is not None else self.solve_milp(excluded, hint, required, gap)
 
     def _branch_and_bound(
         self, zeroed: set[int], excluded: frozenset[int], hint: Mapping[int, int] | None
@@ -392,11 +432,19 @@ class _Market:
             for k, v in fixes:
                 self._bounds(h, (k,), v, v)
             try:
-                h.run()
-                status = h.getModelStatus()
-                solution = h.getSolution()
-                values = np.asarray(solution.col_value)
-                bound = h.getInfo().objective_function_value - offset
+                for rnd in range(_CUT_ROUNDS + 1):
+                    h.run()
+                    status = h.getModelStatus()
+                    values = np.asarray(h.getSolution().col_value)
+                    bound = h.getInfo().objective_function_value - offset
+                    # Values and bound always come from the last LP run: new cuts only
+                    # tighten the model for the next run.
+                    if (
+                        status != highspy.HighsModelStatus.kOptimal
+                        or rnd == _CUT_ROUNDS
+                        or not self._separate(values)
+                    ):
+                        break
             finally:
                 for k, _ in fixes:
                     self._bounds(h, (k,), 0.0, 0.0 if k in zeroed else 1.0)
@@ -404,12 +452,9 @@ class _Market:
                 continue
             if status != highspy.HighsModelStatus.kOptimal:
                 return None
-            if bound >= best_cost - 1e-9:
+            if bound >= best_cost - self.gap:
                 continue
             frac = np.flatnonzero((values > 1e-9) & (values < 1 - 1e-9))
-            if frac.size == 0 and not fixes and not zeroed:
-                duals = solution.row_dual
-                self.gpu_price = {g: min(0.0, duals[r]) for g, r in self.gpu_row.items()}
             if frac.size == 0:
                 choice = self._choice(values, excluded)
                 cost = _cost(apps, choice)
@@ -421,17 +466,56 @@ class _Market:
             stack.append((*fixes, (k, 1.0)))
         return best
 
+    def _separate(self, values: np.ndarray) -> int:
+        """Add violated clique cuts; return how many.
+
+        For a row R of app j and another app i, the rows of i that share a GPU with R are
+        mutually exclusive (one row per app) and each conflicts with R, so
+        ``x[j,R] + Σ_{r of i, r ∩ R ≠ ∅} x[i,r] <= 1``. The GPU constraints alone allow
+        x[j,R] = 2/3 with i spread 1/3 over three of R's GPUs; these cuts forbid it.
+        """
+        added: list[tuple[int, ...]] = []
+        for k in np.flatnonzero((values > 1e-6) & (values < 1 - 1e-6)):
+            j = self.col_app[k]
+            touching: dict[int, set[int]] = {}
+            for g in self.apps[j].rows[self.col_row[k]][0]:
+                for col in self.cols_by_gpu[g]:
+                    if self.col_app[col] != j:
+                        touching.setdefault(self.col_app[col], set()).add(col)
+            for cols in touching.values():
+                if values[k] + sum(values[c] for c in cols) > 1 + 1e-6:
+                    cut = tuple(sorted({int(k), *cols}))
+                    if cut not in self.cuts:
+                        self.cuts.add(cut)
+                        added.append(cut)
+        if added:
+            starts = np.cumsum([0] + [len(c) for c in added[:-1]]).astype(np.int32)
+            index = np.fromiter((c for cut in added for c in cut), dtype=np.int32)
+            n = len(added)
+            self.h.addRows(
+                n,
+                np.full(n, -highspy.kHighsInf),
+                np.ones(n),
+                index.size,
+                starts,
+                index,
+                np.ones(index.size),
+            )
+        return len(added)
+
     def solve_milp(
         self,
         excluded: frozenset[int],
         hint: Mapping[int, int] | None = None,
         required: frozenset[int] = frozenset(),
+        gap: float = _EXACT_GAP,
     ) -> dict[int, int]:
         """The same model as a MILP for HiGHS (built afresh; optionally seeded)."""
         self.milp_solves += 1
         lp = self.lp
         lp.integrality_ = [highspy.HighsVarType.kInteger] * lp.num_col_
         h = self._highs(lp)
+        h.setOptionValue("mip_abs_gap", gap)
         lp.integrality_ = []
         self._bounds(h, self._zeroed(excluded, required), 0.0, 0.0)
         if hint:
@@ -463,12 +547,13 @@ def _optimum(
     excluded: frozenset[int],
     hint: Mapping[int, int] | None = None,
     required: frozenset[int] = frozenset(),
+    gap: float = _EXACT_GAP,
 ) -> dict[int, int]:
     included = [a for a in members if a not in excluded]
     if len(included) <= 1 or math.prod(len(apps[a].rows) for a in included) <= _ENUMERATION_LIMIT:
         return _enumerate(apps, included)
     assert market is not None
-    return market.solve(excluded, hint, required)
+    return market.solve(excluded, hint, required, gap)
 
 
 def _cost(apps: list[_App], choice: Mapping[int, int]) -> float:
@@ -477,7 +562,7 @@ def _cost(apps: list[_App], choice: Mapping[int, int]) -> float:
 
 def _pf_and_payments(
     apps: list[_App], naive: bool = False
-) -> tuple[dict[int, int], dict[int, float], int]:
+) -> tuple[dict[int, int], dict[int, float], dict[int, float], int]:
     """PF choice (app -> row) and c_i for every app; also the number of MILP solves.
 
     The market for c_i is the apps with finite ρ in the PF allocation (Gap 2): an app the PF
@@ -485,6 +570,8 @@ def _pf_and_payments(
     """
     choice: dict[int, int] = {}
     c: dict[int, float] = {}
+    without: dict[int, float] = {}
+    comp_value: dict[tuple[int, ...], float] = {}
     milp = 0
     comps = [list(range(len(apps)))] if naive else _components(apps)
     for comp in comps:
@@ -503,7 +590,6 @@ def _pf_and_payments(
                 for gpus, _ in apps[a].rows[1:]:
                     for g in gpus:
                         users.setdefault(g, set()).add(a)
-        price = market.gpu_price if market else None
         for i in comp:
             freed = apps[i].rows[pf[i]][0]
             others = [a for a in comp if a != i and a not in lost]
@@ -512,9 +598,9 @@ def _pf_and_payments(
                 not freed
                 or not any(users.get(g, set()) - {i} for g in freed)
                 or all(apps[a].rows[pf[a]][1] <= apps[a].best for a in others)
-                or (price is not None and sum(price[g] for g in freed) >= -1e-12)
             ):
                 c[i] = 1.0
+                without[i] = -_cost(apps, kept)
                 continue
             excluded = lost | {i}
             if naive and market:
@@ -523,11 +609,20 @@ def _pf_and_payments(
                 # Every optimum without i keeps all of the market served (Gap 2), so starving
                 # members may be required to get GPUs: this removes ρ = ∞ from the LP.
                 required = frozenset(a for a in others if apps[a].starving)
-                opt = _optimum(apps, comp, market, excluded, hint=kept, required=required)
+                opt = _optimum(
+                    apps, comp, market, excluded, hint=kept, required=required, gap=PAYMENT_GAP
+                )
             c[i] = min(1.0, max(_C_FLOOR, math.exp(_cost(apps, opt) - _cost(apps, kept))))
+            without[i] = -min(_cost(apps, opt), _cost(apps, kept))
         if market:
             milp += market.milp_solves
-    return choice, c, milp
+        comp_value[tuple(comp)] = -_cost(apps, {a: pf[a] for a in comp if a not in lost})
+    # Other components keep their PF rows when i leaves: add their value to the optimum.
+    total = sum(comp_value.values())
+    for comp, value in comp_value.items():
+        for i in comp:
+            without[i] += total - value
+    return choice, c, without, milp
 
 
 def partial_allocation(
@@ -549,7 +644,7 @@ def partial_allocation(
     offered = frozenset(offered)
     bids = list(bids)
     apps = _prepare(bids, offered)
-    choice, c_idx, solves = _pf_and_payments(apps, naive=naive)
+    choice, c_idx, without, solves = _pf_and_payments(apps, naive=naive)
 
     pf = {a.app_id: a.keys[choice[i]] for i, a in enumerate(apps)}
     pf_rho = {a.app_id: a.rows_rho[choice[i]] for i, a in enumerate(apps)}
@@ -585,6 +680,7 @@ def partial_allocation(
         rounding=rounding,
         pf_rho=pf_rho,
         solves=solves,
+        value_without={apps[i].app_id: v for i, v in sorted(without.items())},
     )
 
 

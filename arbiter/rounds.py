@@ -153,12 +153,14 @@ def expire_leases(state: ArbiterState, now: float) -> tuple[ArbiterState, frozen
         return state, frozenset()
     live = tuple(lease for lease in state.leases if lease.end > now)
     new = replace(state, leases=live)
-    return new, free_gpus(new, now) - free_gpus(state, now)
+    released = frozenset().union(*(lease.gpus for lease in ended))
+    return new, released & free_gpus(new, now)
 
 
 def offer_due(first_freed_at: float | None, now: float, batch_window: float) -> bool:
     """Whether GPUs pooled since ``first_freed_at`` should be offered now (batching)."""
-    return first_freed_at is not None and now - first_freed_at >= batch_window
+    # A timer set for first_freed_at + batch_window must fire even after float rounding.
+    return first_freed_at is not None and now - first_freed_at >= batch_window - 1e-9
 
 
 def filter_participants(

@@ -13,6 +13,7 @@ import math
 import pytest
 
 from arbiter.auction import (
+    PAYMENT_GAP,
     RHO_MAX,
     RHO_MIN,
     Bid,
@@ -651,4 +652,6 @@ def test_naive_and_default_agree_on_synthetic_instances(seed: int) -> None:
     # the other apps' PF rho (the denominator is an optimal value, and the market is the set
     # of apps with finite PF rho), so equal per-app PF rho forces equal payments.
     assert fast.pf_rho == slow.pf_rho
-    assert fast.c == pytest.approx(slow.c, abs=1e-6)
+    # Solves without one app stop within PAYMENT_GAP (in Σ log rho), so c agrees to that.
+    assert fast.c == pytest.approx(slow.c, rel=2 * PAYMENT_GAP)
+    assert fast.value_without == pytest.approx(slow.value_without, abs=2 * PAYMENT_GAP)
