@@ -187,6 +187,10 @@ def _progress(
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if not 0.0 <= args.fairness_knob <= 1.0:
+        raise ValueError(f"fairness knob f must be in [0, 1], got {args.fairness_knob}")
+    if not args.lease_seconds > 0:
+        raise ValueError(f"--lease-seconds must be positive, got {args.lease_seconds}")
     cluster = load_cluster(args.cluster)
     run_demo(
         cluster,
