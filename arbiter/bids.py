@@ -7,7 +7,9 @@ The paper's Agent enumerates "all possible subsets" (T:1129), which is exponenti
 and is why its p95 bid time is 334 ms (T:1269). We do not: (spec B.4 [ASSUMPTION])
 
 1. **Candidates.** For each size n = 1 .. (demand_max - |held|): n GPUs on one machine (one
-   candidate per machine that has n offered GPUs, filling its fullest slots first), and for
+   dense block of n GPUs per machine, fullest slots first; which of the machine's disjoint
+   blocks depends on the app, so two apps can bid for different GPUs of one 8-GPU machine and
+   both win), and for
    n <= 8 every other split of n over machines (each integer partition of n, realised on
    distinct machines within one rack, one candidate per rack that can hold it, else across
    racks); larger n take the densest split per rack. Machines and racks where the app already
@@ -110,7 +112,11 @@ def _greedy(machines: list[_MachineFree], n: int) -> frozenset[str] | None:
 
 
 def candidate_sets(
-    cluster: Cluster, offered: frozenset[str], max_new: int, held: frozenset[str] = frozenset()
+    cluster: Cluster,
+    offered: frozenset[str],
+    max_new: int,
+    held: frozenset[str] = frozenset(),
+    salt: int = 0,
 ) -> dict[int, list[frozenset[str]]]:
     """Candidate GPU sets of each size 1..max_new (see module docstring, step 1)."""
     machines = _free_by_machine(cluster, offered, held)
@@ -122,7 +128,15 @@ def candidate_sets(
     widest = max((len(m.gpus) for m in machines), default=0)
     out: dict[int, list[frozenset[str]]] = {}
     for n in range(1, min(max_new, len(offered)) + 1):
-        sets: list[frozenset[str]] = [frozenset(m.gpus[:n]) for m in machines if len(m.gpus) >= n]
+        # One machine: one dense block of n GPUs per machine. Which block depends on ``salt``
+        # (the app), so apps bidding for the same shape name different GPUs of a big machine
+        # and can share it, without multiplying equivalent rows.
+        sets: list[frozenset[str]] = []
+        for k, m in enumerate(machines):
+            blocks = len(m.gpus) // n
+            if blocks:
+                b = 0 if m.held else (salt + k) % blocks
+                sets.append(frozenset(m.gpus[b * n : (b + 1) * n]))
         if n <= _PARTITION_LIMIT:
             for parts in _partitions(n, widest):
                 if len(parts) == 1:
@@ -162,7 +176,8 @@ def generate_bid(
     if offered & held:
         raise ValueError(f"offered GPUs already held by {app_id!r}: {sorted(offered & held)}")
     rho_old = rho(held, placement_of(cluster, held))
-    candidates = candidate_sets(cluster, offered, demand_max - len(held), held)
+    offset = zlib.crc32(app_id.encode())
+    candidates = candidate_sets(cluster, offered, demand_max - len(held), held, salt=offset)
 
     # Collapse by shape of the app's whole allocation, evaluating ρ once per shape.
     by_shape: dict[Placement, list[frozenset[str]]] = {}
@@ -188,7 +203,6 @@ def generate_bid(
         kept.append((value, shape))
 
     rows: dict[frozenset[str], float] = {frozenset(): rho_old}
-    offset = zlib.crc32(app_id.encode())
     depth = 0
     while len(rows) < max_rows and any(depth < len(by_shape[s]) for _, s in kept):
         for value, shape in kept:

@@ -205,6 +205,11 @@ def test_candidates_fill_fullest_slot_first() -> None:
     pairs = candidate_sets(TESTBED, offer, 4)[2]
     assert len(pairs) == 1
     assert placement_of(TESTBED, pairs[0]).locality is Locality.SLOT
+    # Which board depends on the app (salt): two 2-GPU apps can name different boards and
+    # share the NC24 instead of colliding on the first one.
+    boards = {candidate_sets(TESTBED, offer, 4, salt=s)[2][0] for s in range(4)}
+    assert len(boards) == 2
+    assert all(placement_of(TESTBED, p).locality is Locality.SLOT for p in boards)
 
 
 def test_candidates_prefer_one_rack() -> None:
