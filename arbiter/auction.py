@@ -214,9 +214,11 @@ def _prepare(bids: Iterable[Bid], offered: frozenset[str]) -> list[_App]:
         raw.append((bid.app_id, old, useful, bid.rho_old))
     # ρ = ∞ costs more than any difference of finite costs can make up, so the PF allocation
     # first maximises the number of apps with finite ρ, then the product (Gap 2).
-    finite = [abs(c) for _, old, rows, _ in raw for c in [old, *(math.log(r) for _, r in rows)]]
-    finite = [c for c in finite if c < math.inf]
-    inf_cost = 1.0 + 2.0 * sum(finite)
+    # Two allocations differ by at most 2 Σ_i max_r |log ρ_i,r| in finite cost.
+    inf_cost = 1.0 + 2.0 * sum(
+        max((abs(c) for c in [old, *(math.log(r) for _, r in rows)] if c < math.inf), default=0.0)
+        for _, old, rows, _ in raw
+    )
     apps = []
     for app_id, old, rows, rho_old in raw:
         starving = old == math.inf
