@@ -329,6 +329,7 @@ class _Market:
                 self.cols_by_gpu.setdefault(g, []).append(k)
         self.cuts: set[tuple[int, ...]] = set()
         self.gap = _EXACT_GAP  # absolute optimality gap in Σ log ρ for the current solve
+        self.root: tuple[float, np.ndarray] | None = None  # (bound, reduced costs) at the root
         self.zeroed: set[int] = set()  # columns whose upper bound is currently 0
         n_cols, n_rows = len(costs), len(members) + len(gpu_rows)
         lp = highspy.HighsLp()
@@ -389,8 +390,18 @@ class _Market:
         self._bounds(self.h, self.zeroed - zeroed, 0.0, 1.0)
         self.zeroed = zeroed
         self.gap = gap
+        self.root = None
         found = self._branch_and_bound(zeroed, excluded, hint)
-        return found if found is not None else self.solve_milp(excluded, hint, required, gap)
+        if found is not None:
+            return found
+        fixed: set[int] = set()
+        if hint is not None and self.root is not None:
+            # Reduced-cost fixing: with root bound LB and incumbent cost UB, a column whose
+            # reduced cost exceeds UB - LB is in no solution better than the incumbent.
+            lb, reduced = self.root
+            ub = _cost(self.apps, {a: hint.get(a, 0) for a in self.members if a not in excluded})
+            fixed = set(np.flatnonzero(reduced > ub - lb + 1e-7).tolist()) - zeroed
+        return self.solve_milp(excluded, hint, required, gap, fixed)
 
     def _branch_and_bound(
         self, zeroed: set[int], excluded: frozenset[int], hint: Mapping[int, int] | None
@@ -439,6 +450,8 @@ class _Market:
                 continue
             if status != highspy.HighsModelStatus.kOptimal:
                 return None
+            if not fixes:
+                self.root = (bound, np.asarray(h.getSolution().col_dual))
             if bound >= best_cost - self.gap:
                 continue
             frac = np.flatnonzero((values > 1e-9) & (values < 1 - 1e-9))
@@ -496,15 +509,19 @@ class _Market:
         hint: Mapping[int, int] | None = None,
         required: frozenset[int] = frozenset(),
         gap: float = _EXACT_GAP,
+        fixed: Iterable[int] = (),
     ) -> dict[int, int]:
-        """The same model as a MILP for HiGHS (built afresh; optionally seeded)."""
+        """The same model as a MILP for HiGHS (built afresh; optionally seeded).
+
+        ``fixed`` columns are fixed to 0 as well (reduced-cost fixing by the caller).
+        """
         self.milp_solves += 1
         lp = self.lp
         lp.integrality_ = [highspy.HighsVarType.kInteger] * lp.num_col_
         h = self._highs(lp)
         h.setOptionValue("mip_abs_gap", gap)
         lp.integrality_ = []
-        self._bounds(h, self._zeroed(excluded, required), 0.0, 0.0)
+        self._bounds(h, self._zeroed(excluded, required) | set(fixed), 0.0, 0.0)
         if hint:
             sol = highspy.HighsSolution()
             sol.col_value = [
@@ -548,7 +565,7 @@ def _cost(apps: list[_App], choice: Mapping[int, int]) -> float:
 
 
 def _pf_and_payments(
-    apps: list[_App], naive: bool = False
+    apps: list[_App], naive: bool = False, payment_gap: float = PAYMENT_GAP
 ) -> tuple[dict[int, int], dict[int, float], dict[int, float], int]:
     """PF choice (app -> row) and c_i for every app; also the number of MILP solves.
 
@@ -597,7 +614,7 @@ def _pf_and_payments(
                 # members may be required to get GPUs: this removes ρ = ∞ from the LP.
                 required = frozenset(a for a in others if apps[a].starving)
                 opt = _optimum(
-                    apps, comp, market, excluded, hint=kept, required=required, gap=PAYMENT_GAP
+                    apps, comp, market, excluded, hint=kept, required=required, gap=payment_gap
                 )
             c[i] = min(1.0, max(_C_FLOOR, math.exp(_cost(apps, opt) - _cost(apps, kept))))
             without[i] = -min(_cost(apps, opt), _cost(apps, kept))
@@ -618,20 +635,28 @@ def partial_allocation(
     *,
     rounding: Rounding | str = Rounding.LEASE_TIME,
     naive: bool = False,
+    payment_gap: float = PAYMENT_GAP,
 ) -> PAResult:
     """Run one PA auction of ``offered`` GPUs among ``bids`` (one bid per app).
 
     ``naive=True`` uses the straightforward formulation (one MILP per solve, rebuilt each time,
     n + 1 solves, no decomposition); it exists as the benchmark's baseline and a cross-check.
     Both give the same allocation value and the same c_i (up to ties between optima).
+
+    ``payment_gap`` bounds the optimality gap (in Σ log ρ) of the solves without one app:
+    each c_i is within a factor e^payment_gap above its exact value. The default 1e-4 is
+    exact for any practical lease; a live arbiter under a round deadline may trade precision
+    for latency (1e-2: c_i within 1 %, 6 s of a 10-minute lease).
     """
+    if not 0.0 <= payment_gap <= 0.1:
+        raise ValueError(f"payment_gap must be in [0, 0.1], got {payment_gap}")
     rounding = Rounding(rounding)
     if not isinstance(offered, frozenset | set):
         raise ValueError(f"offered must be a frozenset of GPU ids, got {type(offered).__name__}")
     offered = frozenset(offered)
     bids = list(bids)
     apps = _prepare(bids, offered)
-    choice, c_idx, without, solves = _pf_and_payments(apps, naive=naive)
+    choice, c_idx, without, solves = _pf_and_payments(apps, naive=naive, payment_gap=payment_gap)
 
     pf = {a.app_id: a.keys[choice[i]] for i, a in enumerate(apps)}
     pf_rho = {a.app_id: a.rows_rho[choice[i]] for i, a in enumerate(apps)}
