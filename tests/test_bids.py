@@ -11,7 +11,6 @@ import itertools
 import math
 import random
 from collections import Counter, defaultdict
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -19,11 +18,12 @@ from hypothesis import strategies as st
 
 from arbiter.bids import candidate_sets, generate_bid
 from arbiter.cluster import Cluster, load_cluster, parse_cluster
+from arbiter.datasets import data_root
 from arbiter.fairness import rho_single_job
 from arbiter.placement import Locality, LocalityModel, Placement, ProfileModel, placement_of
 from arbiter.synthetic import SyntheticApp, random_apps, random_instance
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = data_root()
 
 TESTBED = load_cluster("themis-testbed")
 SIM256 = load_cluster("themis-sim-256")

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from arbiter.cluster import Cluster, ClusterSpecError, load_cluster, parse_cluster, shipped_specs
+from arbiter.datasets import data_root
 from arbiter.placement import Locality, LocalityModel, ProfileModel, placement_of
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = data_root()
 PROFILES = DATA / "pollux" / "profiles"
 
 GPU_ID = re.compile(r"^(?P<machine>[^/]+)/s(?P<slot>\d+)/g(?P<k>\d+)$")
