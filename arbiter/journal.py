@@ -1,0 +1,263 @@
+"""Durable arbiter state: the journal interface and its SQLite (WAL) backend.
+
+Everything that must survive a crash goes through one :class:`Journal` (ARCHITECTURE.md,
+principle 6): registered apps with their token *hashes*, live leases, each app's last bid table
+(the arbiter recomputes ρ_current from it, spec B.7), the round counter and runtime knobs. A
+round's outcome is committed in one transaction (:meth:`Journal.commit_round`), so after a
+``kill -9`` at any instant a restart sees either the whole round or none of it, and the
+invariant "no GPU in two live leases" (:func:`arbiter.rounds.check_invariants`) holds for what
+it loads. :meth:`Journal.load` checks the invariant and refuses a journal that breaks it.
+
+SQLite runs in WAL mode with ``synchronous=FULL``: a committed transaction survives a process
+crash and a power cut. One connection per journal object; the service shell serialises writes.
+A ZooKeeper backend for highly-available deployments can implement the same interface.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import secrets
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Protocol
+
+from arbiter.auction import Bid
+from arbiter.rounds import ArbiterState, Lease, LeaseSource, check_invariants
+
+__all__ = [
+    "AppRecord",
+    "Journal",
+    "JournalCorrupt",
+    "SQLiteJournal",
+    "Snapshot",
+    "hash_token",
+    "new_token",
+    "token_matches",
+]
+
+SCHEMA_VERSION = 1
+
+
+class JournalCorrupt(RuntimeError):
+    """The journal holds a state that breaks an invariant; the message says which."""
+
+
+def new_token() -> str:
+    """A fresh 256-bit app or admin token (URL-safe text)."""
+    return secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """SHA-256 of a token: tokens are random 256-bit secrets, so a fast hash is enough."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(token: str, token_hash: str) -> bool:
+    return hmac.compare_digest(hash_token(token), token_hash)
+
+
+@dataclass(frozen=True)
+class AppRecord:
+    """A registered application master (what RegisterApp persisted)."""
+
+    app_id: str
+    token_hash: str
+    app_name: str = ""
+    user: str = ""
+    queue: str = "default"
+    max_gpu_demand: int = 1
+    jobs: tuple[Mapping[str, object], ...] = ()
+    registered_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything :meth:`Journal.load` recovers."""
+
+    apps: Mapping[str, AppRecord]
+    state: ArbiterState
+    knobs: Mapping[str, str] = field(default_factory=dict)
+
+
+class Journal(Protocol):
+    def load(self, gpus: frozenset[str]) -> Snapshot: ...
+
+    def put_app(self, app: AppRecord) -> None: ...
+
+    def remove_app(self, app_id: str) -> None: ...
+
+    def commit_round(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None: ...
+
+    def put_knob(self, key: str, value: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _lease_id(lease: Lease) -> str:
+    gpus = ",".join(sorted(lease.gpus))
+    return hashlib.sha1(
+        f"{lease.app_id}|{gpus}|{lease.start!r}|{lease.end!r}|{lease.round}".encode()
+    ).hexdigest()[:16]
+
+
+def _rho_json(rho: float) -> object:
+    return "inf" if math.isinf(rho) else rho
+
+
+def _bid_to_json(bid: Bid) -> str:
+    return json.dumps([[sorted(k), _rho_json(v)] for k, v in bid.rows.items()])
+
+
+def _bid_from_json(app_id: str, text: str) -> Bid:
+    rows = {
+        frozenset(gpus): (math.inf if rho == "inf" else float(rho))
+        for gpus, rho in json.loads(text)
+    }
+    return Bid(app_id, rows)
+
+
+class SQLiteJournal:
+    """The embedded journal: one SQLite file in WAL mode (see module docstring)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(  # idempotent DDL; executescript commits by itself
+            """
+                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS apps (
+                    app_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, app_name TEXT,
+                    user TEXT, queue TEXT, max_gpu_demand INTEGER NOT NULL, jobs TEXT NOT NULL,
+                    registered_at REAL NOT NULL);
+                CREATE TABLE IF NOT EXISTS leases (
+                    lease_id TEXT PRIMARY KEY, app_id TEXT NOT NULL, gpus TEXT NOT NULL,
+                    start REAL NOT NULL, end REAL NOT NULL, round INTEGER NOT NULL,
+                    source TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS bids (
+                    app_id TEXT PRIMARY KEY, round INTEGER NOT NULL, rows TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS knobs (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                """
+        )
+        with self._tx():
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                self._db.execute(
+                    "INSERT INTO meta VALUES ('schema', ?), ('round', '0')", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise JournalCorrupt(
+                    f"journal {self.path} has schema {row[0]}, this build reads {SCHEMA_VERSION}"
+                )
+
+    def _tx(self):
+        db = self._db
+
+        class _Tx:
+            def __enter__(self) -> sqlite3.Connection:
+                db.execute("BEGIN IMMEDIATE")
+                return db
+
+            def __exit__(self, exc_type, exc, tb) -> None:
+                db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+        return _Tx()
+
+    # -- writes ------------------------------------------------------------------------
+
+    def put_app(self, app: AppRecord) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO apps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    app.app_id,
+                    app.token_hash,
+                    app.app_name,
+                    app.user,
+                    app.queue,
+                    app.max_gpu_demand,
+                    json.dumps([dict(j) for j in app.jobs]),
+                    app.registered_at,
+                ),
+            )
+
+    def remove_app(self, app_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM leases WHERE app_id=?", (app_id,))
+            db.execute("DELETE FROM bids WHERE app_id=?", (app_id,))
+            db.execute("DELETE FROM apps WHERE app_id=?", (app_id,))
+
+    def commit_round(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None:
+        """Make ``state``'s leases and round counter (and the round's bids) durable, atomically.
+
+        Checks the invariant first: a state with a GPU in two live leases is never written.
+        """
+        check_invariants(state)
+        with self._tx() as db:
+            db.execute("DELETE FROM leases")
+            db.executemany(
+                "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        _lease_id(lease),
+                        lease.app_id,
+                        json.dumps(sorted(lease.gpus)),
+                        lease.start,
+                        lease.end,
+                        lease.round,
+                        str(lease.source),
+                    )
+                    for lease in state.leases
+                ],
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO bids VALUES (?, ?, ?)",
+                [(b.app_id, state.round, _bid_to_json(b)) for b in bids],
+            )
+            db.execute("UPDATE meta SET value=? WHERE key='round'", (str(state.round),))
+
+    def put_knob(self, key: str, value: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO knobs VALUES (?, ?)", (key, value))
+
+    # -- reads -------------------------------------------------------------------------
+
+    def load(self, gpus: frozenset[str]) -> Snapshot:
+        """Recover apps, leases, bids, round and knobs; ``gpus`` is the cluster's GPU set."""
+        db = self._db
+        apps = {
+            r[0]: AppRecord(r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])), r[7])
+            for r in db.execute("SELECT * FROM apps ORDER BY app_id")
+        }
+        leases = tuple(
+            Lease(r[1], frozenset(json.loads(r[2])), r[3], r[4], r[5], LeaseSource(r[6]))
+            for r in db.execute("SELECT * FROM leases ORDER BY round, lease_id")
+        )
+        bids = {
+            r[0]: _bid_from_json(r[0], r[2]) for r in db.execute("SELECT * FROM bids ORDER BY 1")
+        }
+        rnd = int(db.execute("SELECT value FROM meta WHERE key='round'").fetchone()[0])
+        knobs = dict(db.execute("SELECT key, value FROM knobs ORDER BY key").fetchall())
+        state = ArbiterState(
+            gpus=frozenset(gpus), leases=leases, round=rnd, last_bids=MappingProxyType(bids)
+        )
+        try:
+            check_invariants(state)
+        except AssertionError as exc:
+            raise JournalCorrupt(f"journal {self.path}: {exc}") from exc
+        orphans = sorted({lease.app_id for lease in leases} - set(apps))
+        if orphans:
+            raise JournalCorrupt(f"journal {self.path}: leases of unknown apps {orphans}")
+        return Snapshot(MappingProxyType(apps), state, MappingProxyType(knobs))
+
+    def close(self) -> None:
+        self._db.close()
