@@ -1,0 +1,288 @@
+"""Arbiter configuration: Hadoop-style property names, one schema, validated at start.
+
+Sources, later ones winning: the defaults below, a file (Hadoop ``*-site.xml`` with
+``<property><name>/<value>``, or ``key = value`` lines), then environment variables named after
+the key (``arbiter.themis.fairness-knob`` -> ``ARBITER_THEMIS_FAIRNESS_KNOB``). Every value is
+parsed and range-checked at load; an error names the key, the source and the accepted range.
+Unknown ``arbiter.*`` keys are errors too (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["SCHEMA", "Config", "ConfigError", "Property", "env_name", "load_config"]
+
+
+class ConfigError(ValueError):
+    """A configuration value is malformed; the message names the key and its source."""
+
+
+@dataclass(frozen=True)
+class Property:
+    key: str
+    default: Any
+    parse: Callable[[str], Any]
+    check: Callable[[Any], bool]
+    expected: str
+    help: str
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "yes", "1", "on"):
+        return True
+    if low in ("false", "no", "0", "off"):
+        return False
+    raise ValueError(text)
+
+
+def _finite(v: float) -> bool:
+    return math.isfinite(v)
+
+
+SCHEMA: Mapping[str, Property] = MappingProxyType(
+    {
+        p.key: p
+        for p in (
+            Property(
+                "arbiter.policy",
+                "themis",
+                str,
+                lambda v: v in ("themis",),
+                "themis",
+                "scheduling policy (more arrive with the policy issues)",
+            ),
+            Property(
+                "arbiter.lease.seconds",
+                600.0,
+                float,
+                lambda v: _finite(v) and v > 0,
+                "a number > 0",
+                "GPU lease length (Themis default 10 min, T:1311)",
+            ),
+            Property(
+                "arbiter.themis.fairness-knob",
+                0.8,
+                float,
+                lambda v: 0.0 <= v <= 1.0,
+                "a number in [0, 1]",
+                "f: the (1 - f) apps with the worst rho bid",
+            ),
+            Property(
+                "arbiter.offer.batch-window.seconds",
+                2.0,
+                float,
+                lambda v: _finite(v) and v >= 0,
+                "a number >= 0",
+                "GPUs freed within this window are offered together",
+            ),
+            Property(
+                "arbiter.heartbeat.timeout.seconds",
+                30.0,
+                float,
+                lambda v: _finite(v) and v > 0,
+                "a number > 0",
+                "an Agent silent this long loses its leases",
+            ),
+            Property(
+                "arbiter.revocation.grace.seconds",
+                30.0,
+                float,
+                lambda v: _finite(v) and v >= 0,
+                "a number >= 0",
+                "time to checkpoint before revoked GPUs move",
+            ),
+            Property(
+                "arbiter.auction.rounding",
+                "lease-time",
+                str,
+                lambda v: v in ("lease-time", "count"),
+                "lease-time or count",
+                "how a fractional c_i becomes GPUs (spec B.5 Gap 1)",
+            ),
+            Property(
+                "arbiter.auction.payment-gap",
+                1e-4,
+                float,
+                lambda v: 0.0 <= v <= 0.1,
+                "a number in [0, 0.1]",
+                "optimality gap of the solves that set c_i",
+            ),
+            Property(
+                "arbiter.bid.max-rows",
+                32,
+                int,
+                lambda v: 1 <= v <= 4096,
+                "an integer in [1, 4096]",
+                "largest bid table accepted",
+            ),
+            Property(
+                "arbiter.grpc.port",
+                50051,
+                int,
+                lambda v: 0 <= v <= 65535,
+                "a port in [0, 65535]",
+                "gRPC listen port (0: any free port)",
+            ),
+            Property(
+                "arbiter.grpc.max-message-bytes",
+                4 * 1024 * 1024,
+                int,
+                lambda v: 1024 <= v <= 256 * 1024 * 1024,
+                "bytes in [1 KiB, 256 MiB]",
+                "largest gRPC message accepted",
+            ),
+            Property(
+                "arbiter.grpc.tls.enabled",
+                False,
+                _bool,
+                lambda v: True,
+                "true or false",
+                "serve TLS (needs cert and key)",
+            ),
+            Property(
+                "arbiter.grpc.tls.cert",
+                "",
+                str,
+                lambda v: True,
+                "a PEM file path",
+                "server certificate chain",
+            ),
+            Property(
+                "arbiter.grpc.tls.key",
+                "",
+                str,
+                lambda v: True,
+                "a PEM file path",
+                "server private key",
+            ),
+            Property(
+                "arbiter.grpc.tls.client-ca",
+                "",
+                str,
+                lambda v: True,
+                "a PEM file path",
+                "CA for client certificates: set it to require mutual TLS",
+            ),
+            Property(
+                "arbiter.admin.token-file",
+                "",
+                str,
+                lambda v: True,
+                "a file path",
+                "file holding the admin credential (generated if empty)",
+            ),
+            Property(
+                "arbiter.journal.path",
+                "arbiter-journal.db",
+                str,
+                lambda v: bool(v),
+                "a file path",
+                "SQLite journal (WAL) of apps, tokens, leases, bids",
+            ),
+        )
+    }
+)
+
+
+def env_name(key: str) -> str:
+    """The environment variable overriding ``key``."""
+    return key.upper().replace(".", "_").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Config:
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in SCHEMA:
+            raise KeyError(f"unknown configuration key {key!r}")
+        return self.values[key]
+
+    def with_value(self, key: str, text: str, source: str = "runtime") -> Config:
+        """A copy with ``key`` set from ``text`` (validated like any other source)."""
+        values, sources = dict(self.values), dict(self.sources)
+        values[key] = _parse(key, text, source)
+        sources[key] = source
+        _check_tls(values)
+        return Config(MappingProxyType(values), MappingProxyType(sources))
+
+
+def _parse(key: str, text: str, source: str) -> Any:
+    prop = SCHEMA.get(key)
+    if prop is None:
+        raise ConfigError(f"{source}: unknown configuration key {key!r}")
+    try:
+        value = prop.parse(text.strip())
+    except ValueError:
+        raise ConfigError(
+            f"{source}: {key} = {text!r} is not {prop.expected} ({prop.help})"
+        ) from None
+    if not prop.check(value):
+        raise ConfigError(f"{source}: {key} = {text!r} is not {prop.expected} ({prop.help})")
+    return value
+
+
+def _read_file(path: Path) -> dict[str, str]:
+    text = path.read_text()
+    if text.lstrip().startswith("<"):
+        try:
+            root = ET.fromstring(text)
+        except ET.ParseError as exc:
+            raise ConfigError(f"{path}: not valid XML: {exc}") from None
+        out = {}
+        for prop in root.iter("property"):
+            name, value = prop.findtext("name"), prop.findtext("value")
+            if name is None or value is None:
+                raise ConfigError(f"{path}: every <property> needs <name> and <value>")
+            out[name.strip()] = value
+        return out
+    out = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if "=" not in line:
+            raise ConfigError(f"{path}:{lineno}: expected 'key = value', got {line!r}")
+        key, value = line.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+def _check_tls(values: Mapping[str, Any]) -> None:
+    if values["arbiter.grpc.tls.enabled"] and not (
+        values["arbiter.grpc.tls.cert"] and values["arbiter.grpc.tls.key"]
+    ):
+        raise ConfigError(
+            "arbiter.grpc.tls.enabled = true needs arbiter.grpc.tls.cert and arbiter.grpc.tls.key"
+        )
+
+
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Defaults, then ``path`` (if given), then environment overrides; all validated."""
+    environ = os.environ if environ is None else environ
+    values = {k: p.default for k, p in SCHEMA.items()}
+    sources = dict.fromkeys(SCHEMA, "default")
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"configuration file {path} does not exist")
+        for key, text in _read_file(path).items():
+            values[key] = _parse(key, text, str(path))
+            sources[key] = str(path)
+    for key in SCHEMA:
+        name = env_name(key)
+        if name in environ:
+            values[key] = _parse(key, environ[name], f"${name}")
+            sources[key] = f"${name}"
+    _check_tls(values)
+    return Config(MappingProxyType(values), MappingProxyType(sources))
