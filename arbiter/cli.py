@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import sys
 from collections import Counter
@@ -23,6 +24,7 @@ from dataclasses import replace
 from arbiter.auction import Rounding
 from arbiter.bids import generate_bid
 from arbiter.cluster import Cluster, ClusterSpecError, load_cluster, shipped_specs
+from arbiter.config import env_name
 from arbiter.placement import placement_of
 from arbiter.rounds import (
     DEFAULT_FAIRNESS_KNOB,
@@ -221,6 +223,22 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from arbiter.config import load_config
+    from arbiter.server import serve_forever
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    environ = dict(os.environ)
+    if args.port is not None:
+        environ[env_name("arbiter.grpc.port")] = str(args.port)
+    if args.journal is not None:
+        environ[env_name("arbiter.journal.path")] = args.journal
+    config = load_config(args.config, environ=environ)
+    return serve_forever(load_cluster(args.cluster), config)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="yarn-arbiter",
@@ -260,6 +278,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
     demo.set_defaults(func=_cmd_demo)
+    serve = sub.add_parser(
+        "serve",
+        help="run the arbiter (gRPC) on a declared cluster, standalone",
+        description="Serve the arbiter's gRPC API (AppMaster, QueryShare, Admin, health, "
+        "reflection) for a declared cluster, with a durable journal. Settings come from "
+        "--config (Hadoop *-site.xml or key=value), then ARBITER_* environment variables, "
+        "then the flags below.",
+    )
+    serve.add_argument("--cluster", default="themis-testbed", help="spec name or YAML path")
+    serve.add_argument("--port", type=int, help="listen port (arbiter.grpc.port)")
+    serve.add_argument("--journal", help="SQLite journal path (arbiter.journal.path)")
+    serve.add_argument("--config", help="configuration file (arbiter-site.xml or key=value)")
+    serve.set_defaults(func=_cmd_serve)
     cluster = sub.add_parser("cluster", help="list shipped cluster specs or describe one")
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
     cluster.set_defaults(func=_cmd_cluster)
@@ -274,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         return args.func(args)
-    except (ClusterSpecError, ValueError) as exc:
+    except (ClusterSpecError, ValueError, FileNotFoundError) as exc:
         print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
         return 2
 

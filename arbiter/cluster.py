@@ -17,7 +17,9 @@ A cluster is declared in YAML::
           - {prefix: nc12-a, count: 4, slots: 1, gpus_per_slot: 2, gpu_type: k80}
           - {name: big-0, slots: 4, gpus_per_slot: 2, gpu_type: v100}
 
-A machine entry with ``prefix`` and ``count`` expands to ``count`` machines named
+Optional ``vcores`` and ``memory_mb`` per machine give the CPU/memory capacity behind QOOP's
+fair-share vector (GPUs go through leases instead). A machine entry with ``prefix`` and
+``count`` expands to ``count`` machines named
 ``<prefix>-00``, ``<prefix>-01``, ...; one with ``name`` declares a single machine.
 
 Shipped specs (``arbiter/specs``, list them with :func:`shipped_specs`):
@@ -77,6 +79,8 @@ class Machine:
     slots: int
     gpus_per_slot: int
     gpu_type: str
+    vcores: int = 0
+    memory_mb: int = 0
 
     @property
     def num_gpus(self) -> int:
@@ -122,6 +126,14 @@ class Cluster:
     @property
     def gpu_ids(self) -> frozenset[str]:
         return frozenset(self._by_id)
+
+    @property
+    def vcores(self) -> int:
+        return sum(m.vcores for m in self.machines)
+
+    @property
+    def memory_mb(self) -> int:
+        return sum(m.memory_mb for m in self.machines)
 
     @property
     def racks(self) -> tuple[str, ...]:
@@ -179,12 +191,25 @@ def parse_cluster(doc: Mapping[str, Any]) -> Cluster:
             mwhere = f"{where}.machines[{i}]"
             if not isinstance(entry, Mapping):
                 raise ClusterSpecError(f"{mwhere}: must be a mapping")
-            unknown = set(entry) - {"name", "prefix", "count", "slots", "gpus_per_slot", "gpu_type"}
+            unknown = set(entry) - {
+                "name",
+                "prefix",
+                "count",
+                "slots",
+                "gpus_per_slot",
+                "gpu_type",
+                "vcores",
+                "memory_mb",
+            }
             if unknown:
                 raise ClusterSpecError(f"{mwhere}: unknown keys {sorted(unknown)}")
             slots = _int(entry, "slots", mwhere, 1)
             per_slot = _int(entry, "gpus_per_slot", mwhere)
             gpu_type = str(entry.get("gpu_type", default_type))
+            vcores = int(entry.get("vcores", 0))
+            memory_mb = int(entry.get("memory_mb", 0))
+            if vcores < 0 or memory_mb < 0:
+                raise ClusterSpecError(f"{mwhere}: 'vcores' and 'memory_mb' must be >= 0")
             if "name" in entry:
                 names = [str(entry["name"])]
             elif "prefix" in entry:
@@ -196,7 +221,9 @@ def parse_cluster(doc: Mapping[str, Any]) -> Cluster:
                 if mname in seen or "/" in mname:
                     raise ClusterSpecError(f"{mwhere}: machine name {mname!r} repeated or has '/'")
                 seen.add(mname)
-                machines.append(Machine(mname, rack["name"], slots, per_slot, gpu_type))
+                machines.append(
+                    Machine(mname, rack["name"], slots, per_slot, gpu_type, vcores, memory_mb)
+                )
     return Cluster.from_machines(name, machines)
 
 

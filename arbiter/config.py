@@ -117,6 +117,14 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
                 "optimality gap of the solves that set c_i",
             ),
             Property(
+                "arbiter.bid.deadline.seconds",
+                5.0,
+                float,
+                lambda v: _finite(v) and v > 0,
+                "a number > 0",
+                "how long Agents have to answer an offer",
+            ),
+            Property(
                 "arbiter.bid.max-rows",
                 32,
                 int,

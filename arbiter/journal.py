@@ -37,6 +37,7 @@ __all__ = [
     "SQLiteJournal",
     "Snapshot",
     "hash_token",
+    "lease_id",
     "new_token",
     "token_matches",
 ]
@@ -99,7 +100,8 @@ class Journal(Protocol):
     def close(self) -> None: ...
 
 
-def _lease_id(lease: Lease) -> str:
+def lease_id(lease: Lease) -> str:
+    """Stable id of a lease: a hash of its app, GPUs, interval and round."""
     gpus = ",".join(sorted(lease.gpus))
     return hashlib.sha1(
         f"{lease.app_id}|{gpus}|{lease.start!r}|{lease.end!r}|{lease.round}".encode()
@@ -208,7 +210,7 @@ class SQLiteJournal:
                 "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
-                        _lease_id(lease),
+                        lease_id(lease),
                         lease.app_id,
                         json.dumps(sorted(lease.gpus)),
                         lease.start,

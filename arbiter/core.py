@@ -1,0 +1,579 @@
+"""The arbiter's stateful shell: apps, sessions, rounds, leases, shares (Themis §4.3).
+
+:class:`ArbiterCore` owns the mutable state of a running arbiter and drives the two-phase,
+five-step protocol of Themis's semi-optimistic architecture (T:1058-1070, spec B.7):
+
+1. visibility: each round the core takes ρ_current of every connected app (its latest
+   ``RhoReport``, else what its last bid table implies, else ∞ when it holds nothing);
+2. the worst (1 - f) of them receive the same non-binding **offer** of the free GPUs;
+3. each answers with one **bid** before the deadline (late or missing bids drop out);
+4. allocation: the pure mechanism (:func:`arbiter.rounds.run_round`) decides winners,
+   hidden payments and leftover; the result is committed to the journal in one transaction;
+5. each Agent is told its leases (``Allocation``), auction and leftover alike.
+
+It also expires leases, revokes the leases of Agents silent past the heartbeat timeout,
+drains machines with a grace period, and computes QOOP's 1-over-n share for Hive queries.
+Every method takes the lock: the *decision* cycle is serial (ARCHITECTURE.md principle 1); the
+gRPC servicer (:mod:`arbiter.service`) is a thin translation layer over this class, and every
+error it raises is a :class:`RequestError` carrying the gRPC status to return. The clock is
+injected, so tests can drive time.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from types import MappingProxyType
+
+from arbiter.auction import Bid, Rounding
+from arbiter.cluster import Cluster
+from arbiter.config import Config
+from arbiter.journal import AppRecord, Journal, hash_token, new_token, token_matches
+from arbiter.journal import lease_id as journal_lease_id
+from arbiter.rounds import (
+    ArbiterState,
+    Lease,
+    check_invariants,
+    expire_leases,
+    filter_participants,
+    free_gpus,
+    rho_after_grant,
+    run_round,
+)
+from arbiter.shares import Resources, ShareCause, ShareChange, fair_share
+
+__all__ = ["ArbiterCore", "Code", "Offer", "PendingRound", "RequestError", "Revocation"]
+
+
+class Code(Enum):
+    """The gRPC status a :class:`RequestError` maps to (names as in grpc.StatusCode)."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    NOT_FOUND = "NOT_FOUND"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+
+
+class RequestError(Exception):
+    def __init__(self, code: Code, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Offer:
+    round: int
+    gpus: frozenset[str]
+    lease_seconds: float
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Allocation:
+    round: int
+    leases: tuple[Lease, ...]
+    hidden_payment: float
+
+
+@dataclass(frozen=True)
+class Revocation:
+    lease: Lease
+    grace_seconds: float
+    reason: str
+
+
+CLOSE = object()  # sentinel that ends a session's outbound stream
+
+
+@dataclass
+class PendingRound:
+    round: int
+    offered: frozenset[str]
+    participants: tuple[str, ...]
+    others: tuple[str, ...]
+    deadline: float
+    bids: dict[str, Bid] = field(default_factory=dict)
+
+
+@dataclass
+class _Session:
+    outbox: queue.Queue
+    last_seen: float
+
+
+@dataclass
+class _QueryJob:
+    job_id: str
+    token_hash: str
+    name: str
+    subscribers: list[queue.Queue] = field(default_factory=list)
+
+
+def lease_id(lease: Lease) -> str:
+    """Stable id of a lease (what Agents renew and release); renewing gives a new id."""
+    return journal_lease_id(lease)
+
+
+class ArbiterCore:
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: Config,
+        journal: Journal,
+        *,
+        admin_token: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config
+        self.journal = journal
+        self.clock = clock
+        self._admin_hash = hash_token(admin_token)
+        self._lock = threading.RLock()
+        snap = journal.load(cluster.gpu_ids)
+        self.apps: dict[str, AppRecord] = dict(snap.apps)
+        self.state: ArbiterState = snap.state
+        for key, value in snap.knobs.items():
+            self.config = self.config.with_value(key, value, source="journal")
+        self.sessions: dict[str, _Session] = {}
+        self.rho_reports: dict[str, float] = {}
+        self.progress: dict[str, dict[str, float]] = {}
+        self.pending: PendingRound | None = None
+        self.first_freed_at: float | None = None
+        self.drained: set[str] = set()
+        self.queries: dict[str, _QueryJob] = {}
+        self.epoch = 0
+
+    # ------------------------------------------------------------------ authentication
+
+    def authenticate_app(self, token: str | None) -> str:
+        if not token:
+            raise RequestError(Code.UNAUTHENTICATED, "missing x-app-token metadata")
+        with self._lock:
+            for app in self.apps.values():
+                if token_matches(token, app.token_hash):
+                    return app.app_id
+        raise RequestError(Code.UNAUTHENTICATED, "unknown app token")
+
+    def authorize_app(self, token: str | None, app_id: str) -> None:
+        """The token must belong to ``app_id``: an AM acts only for its own app."""
+        owner = self.authenticate_app(token)
+        if owner != app_id:
+            raise RequestError(
+                Code.PERMISSION_DENIED, f"this token belongs to {owner}, not to {app_id}"
+            )
+
+    def authorize_admin(self, token: str | None) -> None:
+        if not token:
+            raise RequestError(Code.UNAUTHENTICATED, "missing x-admin-token metadata")
+        if not token_matches(token, self._admin_hash):
+            raise RequestError(Code.PERMISSION_DENIED, "wrong admin token")
+
+    # ------------------------------------------------------------------ apps
+
+    def register_app(
+        self,
+        *,
+        app_name: str,
+        user: str,
+        queue_name: str,
+        max_gpu_demand: int,
+        jobs: Iterable[Mapping[str, object]] = (),
+    ) -> tuple[str, str]:
+        if not 1 <= max_gpu_demand <= self.cluster.num_gpus:
+            raise RequestError(
+                Code.INVALID_ARGUMENT,
+                f"max_gpu_demand must be in [1, {self.cluster.num_gpus}], got {max_gpu_demand}",
+            )
+        if len(app_name) > 256 or len(user) > 256 or len(queue_name) > 256:
+            raise RequestError(Code.INVALID_ARGUMENT, "app_name, user and queue are <= 256 chars")
+        token = new_token()
+        app_id = f"app-{uuid.uuid4().hex[:12]}"
+        record = AppRecord(
+            app_id,
+            hash_token(token),
+            app_name,
+            user,
+            queue_name or "default",
+            max_gpu_demand,
+            tuple(dict(j) for j in jobs),
+            self.clock(),
+        )
+        with self._lock:
+            self.journal.put_app(record)
+            self.apps[app_id] = record
+        return app_id, token
+
+    def held(self, app_id: str, now: float | None = None) -> frozenset[str]:
+        return self.state.held_by(app_id, self.clock() if now is None else now)
+
+    def rho_current(self, app_id: str, now: float) -> float:
+        if app_id in self.rho_reports:
+            return self.rho_reports[app_id]
+        held = self.held(app_id, now)
+        if not held:
+            return math.inf
+        bid = self.state.last_bids.get(app_id)
+        return rho_after_grant(bid, held) if bid is not None else 1.0
+
+    # ------------------------------------------------------------------ sessions
+
+    def open_session(self, app_id: str) -> queue.Queue:
+        with self._lock:
+            old = self.sessions.get(app_id)
+            if old is not None:
+                old.outbox.put(CLOSE)  # a reconnect replaces the old stream
+            session = _Session(queue.Queue(), self.clock())
+            self.sessions[app_id] = session
+            return session.outbox
+
+    def close_session(self, app_id: str, outbox: queue.Queue) -> None:
+        with self._lock:
+            current = self.sessions.get(app_id)
+            if current is not None and current.outbox is outbox:
+                del self.sessions[app_id]
+
+    def heartbeat(self, app_id: str) -> None:
+        with self._lock:
+            if app_id in self.sessions:
+                self.sessions[app_id].last_seen = self.clock()
+
+    def report_rho(self, app_id: str, rho: float) -> None:
+        if math.isnan(rho) or rho <= 0:
+            raise RequestError(Code.INVALID_ARGUMENT, f"rho_report.rho must be > 0, got {rho}")
+        with self._lock:
+            self.rho_reports[app_id] = rho
+            self.heartbeat(app_id)
+
+    def submit_bid(self, app_id: str, round_no: int, bid: Bid) -> None:
+        """Step 3: validate and keep ``app_id``'s bid for the open round."""
+        with self._lock:
+            self.heartbeat(app_id)
+            p = self.pending
+            if p is None or p.round != round_no:
+                raise RequestError(
+                    Code.FAILED_PRECONDITION,
+                    f"bid.round {round_no} is not the open round ({p.round if p else 'none open'})",
+                )
+            if app_id not in p.participants:
+                raise RequestError(
+                    Code.PERMISSION_DENIED, f"{app_id} was not offered round {round_no}"
+                )
+            if app_id in p.bids:
+                raise RequestError(Code.ALREADY_EXISTS, f"{app_id} already bid in this round")
+            limit = self.config["arbiter.bid.max-rows"]
+            if len(bid.rows) > limit:
+                raise RequestError(
+                    Code.INVALID_ARGUMENT, f"bid.rows has {len(bid.rows)} rows, limit {limit}"
+                )
+            room = self.apps[app_id].max_gpu_demand - len(self.held(app_id))
+            for key in bid.rows:
+                stray = key - p.offered
+                if stray:
+                    raise RequestError(
+                        Code.INVALID_ARGUMENT,
+                        f"bid.rows names GPUs not offered in round {round_no}: {sorted(stray)[:5]}",
+                    )
+                if len(key) > room:
+                    raise RequestError(
+                        Code.INVALID_ARGUMENT,
+                        f"bid.rows asks for {len(key)} GPUs, above the app's room of {room}",
+                    )
+            p.bids[app_id] = bid
+
+    # ------------------------------------------------------------------ leases
+
+    def find_lease(self, app_id: str, lid: str) -> Lease:
+        for lease in self.state.leases:
+            if lease_id(lease) == lid:
+                if lease.app_id != app_id:
+                    raise RequestError(Code.PERMISSION_DENIED, f"lease {lid} is not {app_id}'s")
+                return lease
+        raise RequestError(Code.NOT_FOUND, f"no live lease {lid}")
+
+    def release(self, app_id: str, lid: str, gpus: Iterable[str] = ()) -> frozenset[str]:
+        with self._lock:
+            lease = self.find_lease(app_id, lid)
+            gpus = frozenset(gpus) or lease.gpus
+            if not gpus <= lease.gpus:
+                raise RequestError(
+                    Code.INVALID_ARGUMENT,
+                    f"gpu_ids not in lease {lid}: {sorted(gpus - lease.gpus)}",
+                )
+            now = self.clock()
+            rest = lease.gpus - gpus
+            leases = [x for x in self.state.leases if x is not lease]
+            if rest:
+                leases.append(replace(lease, gpus=rest))
+            if lease.start > now:  # a reserved (future) leftover lease: just drop the part
+                pass
+            self._commit(replace(self.state, leases=tuple(leases)))
+            self._mark_freed(now)
+            return gpus
+
+    def renew(self, app_id: str, lid: str) -> Lease:
+        """Extend a lease by one lease length while no other app is waiting for GPUs."""
+        with self._lock:
+            lease = self.find_lease(app_id, lid)
+            now = self.clock()
+            waiting = [
+                a
+                for a in self.sessions
+                if a != app_id and len(self.held(a, now)) < self.apps[a].max_gpu_demand
+            ]
+            if waiting:
+                raise RequestError(
+                    Code.FAILED_PRECONDITION,
+                    f"{len(waiting)} other app(s) wait for GPUs; the lease ends at its term "
+                    "and its GPUs go back to auction",
+                )
+            longer = replace(lease, end=max(lease.end, now) + self.config["arbiter.lease.seconds"])
+            leases = tuple(longer if x is lease else x for x in self.state.leases)
+            self._commit(replace(self.state, leases=leases))
+            return longer
+
+    # ------------------------------------------------------------------ queries (QOOP)
+
+    def capacity(self) -> Resources:
+        live = [m for m in self.cluster.machines if m.name not in self.drained]
+        return Resources(float(sum(m.vcores for m in live)), float(sum(m.memory_mb for m in live)))
+
+    def register_query(self, name: str) -> tuple[str, str]:
+        token = new_token()
+        job_id = f"query-{uuid.uuid4().hex[:12]}"
+        with self._lock:
+            self.queries[job_id] = _QueryJob(job_id, hash_token(token), name)
+            self._broadcast_share(ShareCause.JOB_ARRIVED)
+        return job_id, token
+
+    def authorize_query(self, token: str | None, job_id: str) -> None:
+        if not token:
+            raise RequestError(Code.UNAUTHENTICATED, "missing x-app-token metadata")
+        with self._lock:
+            job = self.queries.get(job_id)
+            if job is None:
+                raise RequestError(Code.NOT_FOUND, f"unknown query job {job_id}")
+            if not token_matches(token, job.token_hash):
+                raise RequestError(Code.PERMISSION_DENIED, f"token does not belong to {job_id}")
+
+    def subscribe_share(self, job_id: str) -> queue.Queue:
+        with self._lock:
+            q: queue.Queue = queue.Queue()
+            self.queries[job_id].subscribers.append(q)
+            self.epoch += 1
+            q.put((job_id, self._share(ShareCause.SUBSCRIBED)))
+            return q
+
+    def unsubscribe_share(self, job_id: str, q: queue.Queue) -> None:
+        with self._lock:
+            job = self.queries.get(job_id)
+            if job is not None and q in job.subscribers:
+                job.subscribers.remove(q)
+
+    def unregister_query(self, job_id: str) -> None:
+        with self._lock:
+            job = self.queries.pop(job_id, None)
+            if job is None:
+                raise RequestError(Code.NOT_FOUND, f"unknown query job {job_id}")
+            for q in job.subscribers:
+                q.put(CLOSE)
+            self._broadcast_share(ShareCause.JOB_DEPARTED)
+
+    def _share(self, cause: ShareCause) -> ShareChange:
+        n = len(self.queries)
+        return ShareChange(self.epoch, fair_share(self.capacity(), n), n, cause)
+
+    def _broadcast_share(self, cause: ShareCause) -> None:
+        self.epoch += 1
+        change = self._share(cause)
+        for job in self.queries.values():
+            for q in job.subscribers:
+                q.put((job.job_id, change))
+
+    # ------------------------------------------------------------------ admin
+
+    def set_knob(self, key: str, value: str) -> tuple[str, str]:
+        from arbiter.config import ConfigError
+
+        runtime = {"arbiter.themis.fairness-knob", "arbiter.lease.seconds",
+                   "arbiter.bid.deadline.seconds", "arbiter.heartbeat.timeout.seconds",
+                   "arbiter.offer.batch-window.seconds", "arbiter.auction.rounding",
+                   "arbiter.auction.payment-gap"}  # fmt: skip
+        if key not in runtime:
+            raise RequestError(
+                Code.INVALID_ARGUMENT,
+                f"key {key!r} cannot change at runtime (changeable: {sorted(runtime)})",
+            )
+        with self._lock:
+            previous = str(self.config[key])
+            try:
+                self.config = self.config.with_value(key, value, source="admin")
+            except ConfigError as exc:
+                raise RequestError(Code.INVALID_ARGUMENT, str(exc)) from None
+            self.journal.put_knob(key, value)
+            return key, previous
+
+    def drain(self, machine: str, grace: float) -> list[str]:
+        """Stop offering ``machine``; its leases end after ``grace`` seconds (revocation)."""
+        if not any(m.name == machine for m in self.cluster.machines):
+            raise RequestError(Code.NOT_FOUND, f"unknown machine {machine!r}")
+        if not (grace >= 0 and math.isfinite(grace)):
+            raise RequestError(Code.INVALID_ARGUMENT, f"grace_seconds must be >= 0, got {grace}")
+        with self._lock:
+            self.drained.add(machine)
+            now = self.clock()
+            revoked, leases = [], []
+            for lease in self.state.leases:
+                on_machine = {g for g in lease.gpus if self.cluster.gpu(g).machine == machine}
+                if on_machine and lease.end > now + grace:
+                    cut = replace(lease, end=max(lease.start + 1e-6, now + grace))
+                    revoked.append(lease_id(lease))
+                    self._send(lease.app_id, Revocation(cut, grace, f"machine {machine} drained"))
+                    leases.append(cut)
+                else:
+                    leases.append(lease)
+            self._commit(replace(self.state, leases=tuple(leases)))
+            self._broadcast_share(ShareCause.CAPACITY_CHANGED)
+            return revoked
+
+    # ------------------------------------------------------------------ the round loop
+
+    def _send(self, app_id: str, message: object) -> None:
+        session = self.sessions.get(app_id)
+        if session is not None:
+            session.outbox.put(message)
+
+    def _commit(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None:
+        check_invariants(state)
+        self.journal.commit_round(state, bids)
+        self.state = state
+
+    def _mark_freed(self, now: float) -> None:
+        if self.first_freed_at is None:
+            self.first_freed_at = now
+
+    def _offerable(self, now: float) -> frozenset[str]:
+        return frozenset(
+            g for g in free_gpus(self.state, now) if self.cluster.gpu(g).machine not in self.drained
+        )
+
+    def tick(self) -> None:
+        """One step of the scheduler loop (call it every few tens of milliseconds)."""
+        with self._lock:
+            now = self.clock()
+            state, freed = expire_leases(self.state, now)
+            if freed or state is not self.state:
+                self._commit(state)
+                self._mark_freed(now)
+            self._drop_silent_agents(now)
+            if self.pending is not None:
+                p = self.pending
+                if now >= p.deadline or set(p.bids) == set(p.participants):
+                    self._close_round(now)
+                return
+            self._maybe_open_round(now)
+
+    def _drop_silent_agents(self, now: float) -> None:
+        timeout = self.config["arbiter.heartbeat.timeout.seconds"]
+        for app_id, session in list(self.sessions.items()):
+            if now - session.last_seen > timeout:
+                session.outbox.put(CLOSE)
+                del self.sessions[app_id]
+                self.rho_reports.pop(app_id, None)
+                kept = tuple(x for x in self.state.leases if x.app_id != app_id)
+                if len(kept) != len(self.state.leases):
+                    self._commit(replace(self.state, leases=kept))
+                    self._mark_freed(now)
+
+    def _eligible(self, now: float) -> dict[str, int]:
+        room = {
+            a: self.apps[a].max_gpu_demand - len(self.held(a, now))
+            for a in self.sessions
+            if a in self.apps
+        }
+        return {a: r for a, r in room.items() if r > 0}
+
+    def _maybe_open_round(self, now: float) -> None:
+        offered = self._offerable(now)
+        eligible = self._eligible(now)
+        if not offered or not eligible:
+            return
+        window = self.config["arbiter.offer.batch-window.seconds"]
+        if self.first_freed_at is None:
+            self.first_freed_at = now
+        if now - self.first_freed_at < window - 1e-9:
+            return
+        rho = {a: self.rho_current(a, now) for a in eligible}
+        participants = filter_participants(rho, self.config["arbiter.themis.fairness-knob"])
+        deadline = now + self.config["arbiter.bid.deadline.seconds"]
+        self.pending = PendingRound(
+            self.state.round + 1,
+            offered,
+            participants,
+            tuple(a for a in eligible if a not in participants),
+            deadline,
+        )
+        offer = Offer(self.state.round + 1, offered, self.config["arbiter.lease.seconds"], deadline)
+        for a in participants:
+            self._send(a, offer)
+
+    def _close_round(self, now: float) -> None:
+        p = self.pending
+        assert p is not None
+        self.pending = None
+        self.first_freed_at = None
+        bidders = tuple(a for a in p.participants if a in p.bids)
+        offered = p.offered & self._offerable(now)  # leases may have changed meanwhile
+        bids = [Bid(a, {k: v for k, v in p.bids[a].rows.items() if k <= offered}) for a in bidders]
+        if not offered or not bidders:
+            # Nobody answered: count the round, so that the next offer uses a fresh number.
+            self._commit(replace(self.state, round=p.round))
+            return
+        room = {a: r for a, r in self._eligible(now).items()}
+        state, outcome = run_round(
+            self.state,
+            offered=offered,
+            bids=bids,
+            participants=bidders,
+            non_participants=[a for a in p.others if a in room],
+            now=now,
+            seed=p.round,
+            lease_seconds=self.config["arbiter.lease.seconds"],
+            rounding=Rounding(self.config["arbiter.auction.rounding"]),
+            room=room,
+        )
+        state = replace(state, round=p.round)
+        self._commit(state, bids)
+        for a in bidders:  # the arbiter keeps the table; ρ now comes from it
+            self.rho_reports.pop(a, None)
+        per_app: dict[str, list[Lease]] = {}
+        for lease in outcome.granted:
+            per_app.setdefault(lease.app_id, []).append(lease)
+        for app_id, leases in per_app.items():
+            payment = 1.0 - outcome.result.c.get(app_id, 1.0)
+            self._send(app_id, Allocation(p.round, tuple(leases), payment))
+
+    # ------------------------------------------------------------------ views
+
+    def snapshot(self) -> Mapping[str, object]:
+        with self._lock:
+            now = self.clock()
+            return MappingProxyType(
+                {
+                    "round": self.state.round,
+                    "free": self._offerable(now),
+                    "leases": self.state.leases,
+                    "apps": dict(self.apps),
+                    "connected": set(self.sessions),
+                    "drained": set(self.drained),
+                }
+            )

@@ -1,0 +1,108 @@
+"""Running the arbiter: gRPC server + scheduler loop, standalone (``yarn-arbiter serve``).
+
+Standalone mode manages a declared cluster with no YARN (the ResourceManager link arrives with
+the yarn_bridge issue). The admin credential comes from ``arbiter.admin.token-file``; when that
+key is empty a fresh token is generated and written, mode 0600, beside the journal as
+``<journal>.admin-token``, and its path is logged, never the token itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from arbiter.cluster import Cluster
+from arbiter.config import Config
+from arbiter.core import ArbiterCore
+from arbiter.journal import SQLiteJournal, new_token
+from arbiter.service import build_server
+
+__all__ = ["RunningArbiter", "admin_token_for", "serve_forever"]
+
+log = logging.getLogger("yarn_arbiter.server")
+
+
+def admin_token_for(config: Config) -> tuple[str, Path]:
+    """The admin token and the file it lives in (created 0600 if missing)."""
+    configured = config["arbiter.admin.token-file"]
+    path = Path(configured or f"{config['arbiter.journal.path']}.admin-token")
+    if path.is_file():
+        token = path.read_text().strip()
+        if not token:
+            raise ValueError(f"arbiter.admin.token-file {path} is empty")
+        return token, path
+    if configured:
+        raise FileNotFoundError(f"arbiter.admin.token-file = {path}: no such file")
+    token = new_token()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    return token, path
+
+
+class RunningArbiter:
+    """A core, its gRPC server and its scheduler thread, started and stopped together."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: Config,
+        *,
+        admin_token: str,
+        clock: Callable[[], float] = time.time,
+        tick_seconds: float = 0.05,
+    ) -> None:
+        self.journal = SQLiteJournal(config["arbiter.journal.path"])
+        self.core = ArbiterCore(cluster, config, self.journal, admin_token=admin_token, clock=clock)
+        self.server, self.port = build_server(self.core)
+        self._tick = tick_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._tick):
+            try:
+                self.core.tick()
+            except Exception:  # keep scheduling; the error is logged with its traceback
+                log.exception("scheduler tick failed")
+
+    def start(self) -> RunningArbiter:
+        self.server.start()
+        self._thread.start()
+        return self
+
+    def stop(self, grace: float = 1.0) -> None:
+        self._stop.set()
+        self.server.stop(grace).wait()
+        self._thread.join(timeout=5)
+        self.journal.close()
+
+
+def serve_forever(cluster: Cluster, config: Config) -> int:
+    token, token_path = admin_token_for(config)
+    arbiter = RunningArbiter(cluster, config, admin_token=token).start()
+    log.info(
+        "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s",
+        cluster.name,
+        cluster.num_gpus,
+        arbiter.port,
+        config["arbiter.journal.path"],
+        token_path,
+    )
+    print(
+        f"yarn-arbiter: serving {cluster.name} ({cluster.num_gpus} GPUs) on port {arbiter.port}; "
+        f"admin token in {token_path}",
+        flush=True,
+    )
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    arbiter.stop()
+    return 0

@@ -1,0 +1,437 @@
+"""gRPC shell of the arbiter: proto <-> domain conversion and status codes (spec B.7).
+
+The wire is the proto (``protos/yarnarbiter/v1/arbiter.proto``); this module only translates
+between protobuf messages and :class:`arbiter.core.ArbiterCore` calls, reads credentials from
+metadata (``x-app-token``, ``x-admin-token``), and maps :class:`~arbiter.core.RequestError` to
+gRPC status codes. Bad input never reaches the core half-parsed: a malformed bid (NaN or
+non-positive ρ, unknown GPUs, too many rows) is rejected with INVALID_ARGUMENT naming the field,
+and state is unchanged. Every refused credential is logged.
+
+:func:`build_server` assembles the gRPC server: the three services, the standard health and
+reflection services, a message-size limit, and TLS / mutual TLS from certificate files.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from arbiter.auction import Bid
+from arbiter.cluster import GPU, Cluster
+from arbiter.config import Config
+from arbiter.core import (
+    CLOSE,
+    Allocation,
+    ArbiterCore,
+    Code,
+    Offer,
+    RequestError,
+    Revocation,
+    lease_id,
+)
+from arbiter.rounds import Lease, LeaseSource
+from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+
+__all__ = ["AdminService", "AppMasterService", "QueryShareService", "build_server"]
+
+log = logging.getLogger("yarn_arbiter.service")
+
+_STATUS = {code: getattr(grpc.StatusCode, code.value) for code in Code}
+_CAUSE = {
+    "subscribed": pb.SHARE_CAUSE_SUBSCRIBED,
+    "job-arrived": pb.SHARE_CAUSE_JOB_ARRIVED,
+    "job-departed": pb.SHARE_CAUSE_JOB_DEPARTED,
+    "capacity-changed": pb.SHARE_CAUSE_CAPACITY_CHANGED,
+}
+
+
+def _metadata(context: grpc.ServicerContext, key: str) -> str | None:
+    for k, v in context.invocation_metadata() or ():
+        if k == key:
+            return v
+    return None
+
+
+def _abort(context: grpc.ServicerContext, err: RequestError) -> None:
+    if err.code in (Code.UNAUTHENTICATED, Code.PERMISSION_DENIED):
+        log.warning("refused %s from %s: %s", err.code.value, context.peer(), err.message)
+    context.abort(_STATUS[err.code], err.message)
+
+
+def lease_to_pb(lease: Lease) -> pb.Lease:
+    return pb.Lease(
+        lease_id=lease_id(lease),
+        app_id=lease.app_id,
+        gpu_ids=sorted(lease.gpus),
+        start_unix_s=lease.start,
+        end_unix_s=lease.end,
+        round=lease.round,
+        source=pb.LEASE_SOURCE_LEFTOVER
+        if lease.source == LeaseSource.LEFTOVER
+        else pb.LEASE_SOURCE_AUCTION,
+    )
+
+
+def bid_from_pb(app_id: str, msg: pb.Bid) -> Bid:
+    """A domain Bid from the wire, or RequestError(INVALID_ARGUMENT) naming the field."""
+    rows: dict[frozenset[str], float] = {}
+    if math.isnan(msg.rho_old) or msg.rho_old <= 0:
+        raise RequestError(Code.INVALID_ARGUMENT, f"bid.rho_old must be > 0, got {msg.rho_old}")
+    rows[frozenset()] = msg.rho_old
+    for k, row in enumerate(msg.rows):
+        key = frozenset(row.gpu_ids)
+        if not key or len(key) != len(row.gpu_ids):
+            raise RequestError(
+                Code.INVALID_ARGUMENT, f"bid.rows[{k}].gpu_ids must be non-empty and distinct"
+            )
+        if math.isnan(row.rho) or row.rho <= 0:
+            raise RequestError(
+                Code.INVALID_ARGUMENT, f"bid.rows[{k}].rho must be a positive number, got {row.rho}"
+            )
+        if key in rows:
+            raise RequestError(Code.INVALID_ARGUMENT, f"bid.rows[{k}] repeats a GPU set")
+        rows[key] = row.rho
+    try:
+        return Bid(app_id, rows)
+    except ValueError as exc:
+        raise RequestError(Code.INVALID_ARGUMENT, str(exc)) from None
+
+
+def gpu_to_pb(g: GPU) -> pb.Gpu:
+    return pb.Gpu(id=g.id, slot=g.slot, machine=g.machine, rack=g.rack, gpu_type=g.gpu_type)
+
+
+def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
+    if isinstance(item, Offer):
+        return pb.ArbiterMessage(
+            offer=pb.Offer(
+                round=item.round,
+                gpus=[gpu_to_pb(cluster.gpu(g)) for g in sorted(item.gpus)],
+                lease_seconds=item.lease_seconds,
+                bid_deadline_unix_s=item.deadline,
+            )
+        )
+    if isinstance(item, Allocation):
+        return pb.ArbiterMessage(
+            allocation=pb.Allocation(
+                round=item.round,
+                leases=[lease_to_pb(x) for x in item.leases],
+                hidden_payment=item.hidden_payment,
+            )
+        )
+    if isinstance(item, Revocation):
+        return pb.ArbiterMessage(
+            revocation=pb.Revocation(
+                lease_id=lease_id(item.lease),
+                gpu_ids=sorted(item.lease.gpus),
+                grace_seconds=item.grace_seconds,
+                reason=item.reason,
+            )
+        )
+    if isinstance(item, RequestError):
+        return pb.ArbiterMessage(error=pb.SessionError(code=item.code.value, message=item.message))
+    raise TypeError(f"cannot send {item!r}")
+
+
+class AppMasterService(rpc.AppMasterServicer):
+    def __init__(self, core: ArbiterCore) -> None:
+        self.core = core
+
+    def RegisterApp(self, request, context):
+        try:
+            jobs = [
+                {
+                    "job_id": j.job_id,
+                    "gang_size": j.gang_size,
+                    "max_gpus": j.max_gpus,
+                    "iters_total": j.iters_total,
+                    "serial_iter_time_s": j.serial_iter_time_s,
+                }
+                for j in request.jobs
+            ]
+            app_id, token = self.core.register_app(
+                app_name=request.app_name,
+                user=request.user,
+                queue_name=request.queue,
+                max_gpu_demand=request.max_gpu_demand,
+                jobs=jobs,
+            )
+        except RequestError as err:
+            _abort(context, err)
+        cfg = self.core.config
+        return pb.RegisterAppResponse(
+            app_id=app_id,
+            app_token=token,
+            lease_seconds=cfg["arbiter.lease.seconds"],
+            heartbeat_timeout_s=cfg["arbiter.heartbeat.timeout.seconds"],
+        )
+
+    def Session(self, request_iterator, context) -> Iterator[pb.ArbiterMessage]:
+        token = _metadata(context, "x-app-token")
+        try:
+            first = next(request_iterator)
+        except StopIteration:
+            return
+        try:
+            if first.WhichOneof("kind") != "hello":
+                raise RequestError(Code.INVALID_ARGUMENT, "the first session message must be hello")
+            app_id = first.hello.app_id
+            self.core.authorize_app(token, app_id)
+        except RequestError as err:
+            _abort(context, err)
+        outbox = self.core.open_session(app_id)
+
+        def read() -> None:
+            try:
+                for msg in request_iterator:
+                    kind = msg.WhichOneof("kind")
+                    try:
+                        if kind == "heartbeat":
+                            self.core.heartbeat(app_id)
+                        elif kind == "rho_report":
+                            self.core.report_rho(app_id, msg.rho_report.rho)
+                        elif kind == "bid":
+                            bid = bid_from_pb(app_id, msg.bid)
+                            self.core.submit_bid(app_id, msg.bid.round, bid)
+                        else:
+                            raise RequestError(
+                                Code.INVALID_ARGUMENT, f"unexpected session message {kind!r}"
+                            )
+                    except RequestError as err:
+                        outbox.put(err)  # reported on the stream; the session stays open
+            except grpc.RpcError:
+                pass
+            finally:
+                outbox.put(CLOSE)
+
+        threading.Thread(target=read, name=f"session-{app_id}", daemon=True).start()
+        try:
+            while context.is_active():
+                try:
+                    item = outbox.get(timeout=0.25)
+                except queue.Empty:
+                    continue
+                if item is CLOSE:
+                    break
+                yield _outbound(item, self.core.cluster)
+        finally:
+            self.core.close_session(app_id, outbox)
+
+    def RenewLease(self, request, context):
+        try:
+            app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
+            lease = self.core.renew(app_id, request.lease_id)
+        except RequestError as err:
+            _abort(context, err)
+        return pb.RenewLeaseResponse(lease=lease_to_pb(lease))
+
+    def ReleaseLease(self, request, context):
+        try:
+            app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
+            gpus = self.core.release(app_id, request.lease_id, request.gpu_ids)
+        except RequestError as err:
+            _abort(context, err)
+        return pb.ReleaseLeaseResponse(released_gpu_ids=sorted(gpus))
+
+    def ReportProgress(self, request, context):
+        try:
+            app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
+            if math.isnan(request.iter_time_s) or request.iter_time_s < 0:
+                raise RequestError(
+                    Code.INVALID_ARGUMENT, f"iter_time_s must be >= 0, got {request.iter_time_s}"
+                )
+            unknown = [g for g in request.placement_gpu_ids if g not in self.core.cluster]
+            if unknown:
+                raise RequestError(
+                    Code.INVALID_ARGUMENT, f"placement_gpu_ids names unknown GPUs: {unknown[:5]}"
+                )
+            self.core.heartbeat(app_id)
+            now = self.core.clock()
+            rho = self.core.rho_current(app_id, now)
+        except RequestError as err:
+            _abort(context, err)
+        return pb.ProgressAck(rho=rho)
+
+
+class QueryShareService(rpc.QueryShareServicer):
+    def __init__(self, core: ArbiterCore) -> None:
+        self.core = core
+
+    def RegisterQuery(self, request, context):
+        if len(request.query_name) > 1024:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query_name is <= 1024 chars")
+        job_id, token = self.core.register_query(request.query_name)
+        return pb.RegisterQueryResponse(job_id=job_id, job_token=token)
+
+    def SubscribeShare(self, request, context):
+        try:
+            self.core.authorize_query(_metadata(context, "x-app-token"), request.job_id)
+            q = self.core.subscribe_share(request.job_id)
+        except RequestError as err:
+            _abort(context, err)
+        try:
+            while context.is_active():
+                try:
+                    item = q.get(timeout=0.25)
+                except queue.Empty:
+                    continue
+                if item is CLOSE:
+                    break
+                job_id, change = item
+                share = change.fair_share
+                yield pb.ShareUpdate(
+                    job_id=job_id,
+                    epoch=change.epoch,
+                    fair_share=pb.ResourceVector(
+                        vcores=share.vcores,
+                        memory_mb=share.memory_mb,
+                        disk_mb_per_s=share.disk_mb_per_s,
+                        network_mb_per_s=share.network_mb_per_s,
+                    ),
+                    active_jobs=change.active_jobs,
+                    cause=_CAUSE[change.cause.value],
+                )
+        finally:
+            self.core.unsubscribe_share(request.job_id, q)
+
+    def UnregisterQuery(self, request, context):
+        try:
+            self.core.authorize_query(_metadata(context, "x-app-token"), request.job_id)
+            self.core.unregister_query(request.job_id)
+        except RequestError as err:
+            _abort(context, err)
+        return pb.UnregisterQueryResponse()
+
+
+class AdminService(rpc.AdminServicer):
+    def __init__(self, core: ArbiterCore) -> None:
+        self.core = core
+
+    def _admin(self, context) -> None:
+        try:
+            self.core.authorize_admin(_metadata(context, "x-admin-token"))
+        except RequestError as err:
+            _abort(context, err)
+
+    def GetClusterState(self, request, context):
+        self._admin(context)
+        snap = self.core.snapshot()
+        return pb.ClusterState(
+            cluster_name=self.core.cluster.name,
+            gpus=[gpu_to_pb(g) for g in self.core.cluster.gpus],
+            free_gpu_ids=sorted(snap["free"]),
+            drained_machines=sorted(snap["drained"]),
+            round=snap["round"],
+            policy=self.core.config["arbiter.policy"],
+        )
+
+    def ListLeases(self, request, context):
+        self._admin(context)
+        leases = self.core.snapshot()["leases"]
+        return pb.ListLeasesResponse(
+            leases=[
+                lease_to_pb(x) for x in leases if not request.app_id or x.app_id == request.app_id
+            ]
+        )
+
+    def ListApps(self, request, context):
+        self._admin(context)
+        snap = self.core.snapshot()
+        now = self.core.clock()
+        return pb.ListAppsResponse(
+            apps=[
+                pb.AppInfo(
+                    app_id=a.app_id,
+                    app_name=a.app_name,
+                    user=a.user,
+                    queue=a.queue,
+                    max_gpu_demand=a.max_gpu_demand,
+                    rho=self.core.rho_current(a.app_id, now),
+                    held_gpu_ids=sorted(self.core.held(a.app_id, now)),
+                    connected=a.app_id in snap["connected"],
+                )
+                for a in snap["apps"].values()
+            ]
+        )
+
+    def SetKnob(self, request, context):
+        self._admin(context)
+        try:
+            key, previous = self.core.set_knob(request.key, request.value)
+        except RequestError as err:
+            _abort(context, err)
+        return pb.SetKnobResponse(key=key, value=request.value, previous_value=previous)
+
+    def DrainNode(self, request, context):
+        self._admin(context)
+        try:
+            revoked = self.core.drain(request.machine, request.grace_seconds)
+        except RequestError as err:
+            _abort(context, err)
+        return pb.DrainNodeResponse(revoked_lease_ids=revoked)
+
+
+def _credentials(config: Config) -> grpc.ServerCredentials | None:
+    if not config["arbiter.grpc.tls.enabled"]:
+        return None
+    from pathlib import Path
+
+    def read(key: str) -> bytes:
+        path = Path(config[key])
+        if not path.is_file():
+            raise FileNotFoundError(f"{key} = {path}: no such file")
+        return path.read_bytes()
+
+    pair = [(read("arbiter.grpc.tls.key"), read("arbiter.grpc.tls.cert"))]
+    if config["arbiter.grpc.tls.client-ca"]:
+        return grpc.ssl_server_credentials(
+            pair, root_certificates=read("arbiter.grpc.tls.client-ca"), require_client_auth=True
+        )
+    return grpc.ssl_server_credentials(pair)
+
+
+def build_server(core: ArbiterCore, *, max_workers: int = 64) -> tuple[grpc.Server, int]:
+    """A started-ready gRPC server for ``core``; returns (server, bound port)."""
+    limit = core.config["arbiter.grpc.max-message-bytes"]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers),
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+        ],
+    )
+    rpc.add_AppMasterServicer_to_server(AppMasterService(core), server)
+    rpc.add_QueryShareServicer_to_server(QueryShareService(core), server)
+    rpc.add_AdminServicer_to_server(AdminService(core), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in (
+        "",
+        "yarnarbiter.v1.AppMaster",
+        "yarnarbiter.v1.QueryShare",
+        "yarnarbiter.v1.Admin",
+    ):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection(
+        (
+            pb.DESCRIPTOR.services_by_name["AppMaster"].full_name,
+            pb.DESCRIPTOR.services_by_name["QueryShare"].full_name,
+            pb.DESCRIPTOR.services_by_name["Admin"].full_name,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    address = f"[::]:{core.config['arbiter.grpc.port']}"
+    creds = _credentials(core.config)
+    port = server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+    return server, port
