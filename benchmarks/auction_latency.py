@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import platform
 import random
@@ -88,7 +89,10 @@ def bench_auction(grid, instances: int, naive_instances: int) -> list[dict]:
                 naive.append((time.perf_counter() - t) * 1e3)
                 # The optimum without each app is tie-independent; both solve it within
                 # PAYMENT_GAP (ours) or exactly (naive).
-                if any(
+                same_market = {a for a, x in r.pf_rho.items() if math.isfinite(x)} == {
+                    a for a, x in rn.pf_rho.items() if math.isfinite(x)
+                }
+                if same_market and any(
                     abs(r.value_without[a] - rn.value_without[a]) > 2 * PAYMENT_GAP
                     or abs(rc.value_without[a] - rn.value_without[a]) > 2 * COARSE_GAP
                     for a in r.c

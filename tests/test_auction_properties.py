@@ -149,8 +149,13 @@ def test_naive_and_default_agree(instance) -> None:
     slow = partial_allocation(bids, offered, naive=True)
     assert lex_value(fast)[0] == lex_value(slow)[0]
     assert lex_value(fast)[1] == pytest.approx(lex_value(slow)[1], abs=1e-6)
-    # The optimum without each app does not depend on how PF ties were broken.
-    assert fast.value_without == pytest.approx(slow.value_without, abs=2 * PAYMENT_GAP)
+    # The optimum without each app does not depend on how PF ties were broken, as long as the
+    # tie did not change the market itself (Gap 2: the apps left at rho = inf are out of it).
+    def market(r: PAResult) -> set[str]:
+        return {a for a, rho in r.pf_rho.items() if math.isfinite(rho)}
+
+    if market(fast) == market(slow):
+        assert fast.value_without == pytest.approx(slow.value_without, abs=2 * PAYMENT_GAP)
     if fast.pf_rho == slow.pf_rho:
         assert fast.c == pytest.approx(slow.c, rel=2 * PAYMENT_GAP)
 
