@@ -149,6 +149,7 @@ def test_naive_and_default_agree(instance) -> None:
     slow = partial_allocation(bids, offered, naive=True)
     assert lex_value(fast)[0] == lex_value(slow)[0]
     assert lex_value(fast)[1] == pytest.approx(lex_value(slow)[1], abs=1e-6)
+
     # The optimum without each app does not depend on how PF ties were broken, as long as the
     # tie did not change the market itself (Gap 2: the apps left at rho = inf are out of it).
     def market(r: PAResult) -> set[str]:

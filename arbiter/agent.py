@@ -1,0 +1,262 @@
+"""The Agent library: what an ML application master links to bid for GPU leases (Themis §4.3).
+
+An :class:`Agent` sits beside the app scheduler (Hyperband, a single trainer, ...). It
+registers the app, keeps one ``Session`` stream open, heartbeats, reports ρ, answers every
+offer with one bid computed by the real bid generator (:func:`arbiter.bids.generate_bid`) from
+the app's ρ estimator, and hands allocations and revocations to the app through callbacks. On a
+broken stream it reconnects with exponential backoff (0.1 s doubling to 5 s) and resumes the
+same app with its token; leases are the arbiter's, so nothing is lost across reconnects.
+
+:func:`estimator_from_scheduler` turns an App-Scheduler (Fig. 8) into the ρ estimator with
+Eq. 2 (successive halving) or the performance-curve variant.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from arbiter.bids import RhoEstimator, generate_bid
+from arbiter.cluster import GPU, Cluster
+from arbiter.fairness import AppScheduler, rho_performance_curve, rho_successive_halving
+from arbiter.placement import LocalityModel, Placement, SlowdownModel, placement_of
+from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+
+__all__ = ["Agent", "HeldLease", "estimator_from_scheduler"]
+
+log = logging.getLogger("yarn_arbiter.agent")
+
+
+def estimator_from_scheduler(
+    scheduler: AppScheduler,
+    *,
+    t_id: float,
+    job_demand_max: int,
+    elapsed: Callable[[], float],
+    slowdown: SlowdownModel | None = None,
+    performance_curve: bool = False,
+) -> RhoEstimator:
+    """ρ(G) of the app behind ``scheduler`` (Eq. 2, or the performance-curve variant)."""
+    model = slowdown or LocalityModel()
+    rho = rho_performance_curve if performance_curve else rho_successive_halving
+
+    def estimate(gpus: frozenset[str], placement: Placement) -> float:
+        return rho(
+            scheduler,
+            sorted(gpus),
+            elapsed=elapsed(),
+            slowdown=model.slowdown(placement),
+            demand_max=job_demand_max,
+            t_id=t_id,
+        )
+
+    return estimate
+
+
+@dataclass(frozen=True)
+class HeldLease:
+    lease_id: str
+    gpus: frozenset[str]
+    start: float
+    end: float
+    source: str
+
+
+class Agent:
+    """One app's Agent. ``start()`` connects; callbacks run on the Agent's reader thread."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        estimator: RhoEstimator,
+        max_gpu_demand: int,
+        app_name: str = "app",
+        user: str = "",
+        queue_name: str = "default",
+        credentials: grpc.ChannelCredentials | None = None,
+        app_id: str | None = None,
+        token: str | None = None,
+        on_allocation: Callable[[Sequence[HeldLease]], None] | None = None,
+        on_revocation: Callable[[HeldLease, float], None] | None = None,
+        heartbeat_seconds: float = 1.0,
+    ) -> None:
+        self.target = target
+        self.estimator = estimator
+        self.max_gpu_demand = max_gpu_demand
+        self.app_name, self.user, self.queue_name = app_name, user, queue_name
+        self.credentials = credentials
+        self.app_id, self.token = app_id, token
+        self.on_allocation = on_allocation
+        self.on_revocation = on_revocation
+        self.heartbeat_seconds = heartbeat_seconds
+        self.leases: dict[str, HeldLease] = {}
+        self.topology: dict[str, GPU] = {}
+        self.errors: list[tuple[str, str]] = []
+        self.rounds_bid: list[int] = []
+        self.last_round = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.connected = threading.Event()
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _channel(self) -> grpc.Channel:
+        if self.credentials is not None:
+            return grpc.secure_channel(self.target, self.credentials)
+        return grpc.insecure_channel(self.target)
+
+    def register(self) -> str:
+        if self.app_id is None:
+            stub = rpc.AppMasterStub(self._channel())
+            reply = stub.RegisterApp(
+                pb.RegisterAppRequest(
+                    app_name=self.app_name,
+                    user=self.user,
+                    queue=self.queue_name,
+                    max_gpu_demand=self.max_gpu_demand,
+                )
+            )
+            self.app_id, self.token = reply.app_id, reply.app_token
+        return self.app_id
+
+    def start(self) -> Agent:
+        self.register()
+        self._thread = threading.Thread(target=self._run, name=f"agent-{self.app_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def held(self, now: float | None = None) -> frozenset[str]:
+        now = time.time() if now is None else now
+        with self._lock:
+            return frozenset(
+                g for x in self.leases.values() if x.start <= now < x.end for g in x.gpus
+            )
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                self._session()
+                backoff = 0.1
+            except grpc.RpcError as exc:
+                code = exc.code() if hasattr(exc, "code") else None
+                if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    log.error("agent %s refused: %s", self.app_id, exc)
+                    self.errors.append((str(code), str(exc)))
+                    return
+                log.info("agent %s: stream broke (%s), reconnecting", self.app_id, code)
+            self.connected.clear()
+            if self._stop.wait(backoff):
+                return
+            backoff = min(5.0, backoff * 2)
+
+    def _session(self) -> None:
+        outbox: queue.Queue = queue.Queue()
+        hello = pb.SessionHello(app_id=self.app_id, resume_after_round=self.last_round)
+        outbox.put(pb.AgentMessage(hello=hello))
+        done = threading.Event()
+
+        def requests():
+            last_beat = 0.0
+            while not (done.is_set() or self._stop.is_set()):
+                now = time.time()
+                if now - last_beat >= self.heartbeat_seconds:
+                    outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=now)))
+                    last_beat = now
+                try:
+                    yield outbox.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+
+        stub = rpc.AppMasterStub(self._channel())
+        stream = stub.Session(requests(), metadata=[("x-app-token", self.token)])
+        self.connected.set()
+        try:
+            for msg in stream:
+                if self._stop.is_set():
+                    stream.cancel()
+                    return
+                self._handle(msg, outbox)
+        finally:
+            done.set()
+
+    # -- the protocol --------------------------------------------------------------------
+
+    def _handle(self, msg: pb.ArbiterMessage, outbox: queue.Queue) -> None:
+        kind = msg.WhichOneof("kind")
+        if kind == "offer":
+            self._answer(msg.offer, outbox)
+        elif kind == "allocation":
+            self._allocated(msg.allocation, outbox)
+        elif kind == "revocation":
+            r = msg.revocation
+            with self._lock:
+                lease = self.leases.get(r.lease_id)
+            if lease is not None and self.on_revocation is not None:
+                self.on_revocation(lease, r.grace_seconds)
+        elif kind == "error":
+            self.errors.append((msg.error.code, msg.error.message))
+            log.warning("agent %s: %s %s", self.app_id, msg.error.code, msg.error.message)
+        elif kind == "rho_query":
+            outbox.put(pb.AgentMessage(rho_report=pb.RhoReport(rho=self.rho_now())))
+
+    def rho_now(self) -> float:
+        held = self.held()
+        known = self._cluster(held)
+        return self.estimator(held, placement_of(known, held)) if held else math.inf
+
+    def _cluster(self, extra: frozenset[str]) -> Cluster:
+        """The topology the Agent has seen in offers. A GPU it never saw offered (a leftover
+        grant) is placed on its own machine and rack: the pessimistic reading."""
+        gpus = tuple(
+            self.topology.get(g) or GPU(g, f"?{g}", f"?{g}", f"?{g}")
+            for g in sorted(set(self.topology) | set(extra))
+        )
+        return Cluster("offer", (), gpus)
+
+    def _answer(self, offer: pb.Offer, outbox: queue.Queue) -> None:
+        for g in offer.gpus:
+            self.topology[g.id] = GPU(g.id, g.slot, g.machine, g.rack, g.gpu_type)
+        self.last_round = max(self.last_round, offer.round)
+        held = self.held()
+        offered = frozenset(g.id for g in offer.gpus) - held
+        bid = generate_bid(
+            self.app_id,
+            self._cluster(held),
+            offered,
+            self.estimator,
+            demand_max=self.max_gpu_demand,
+            held=held,
+        )
+        rows = [pb.BidRow(gpu_ids=sorted(k), rho=v) for k, v in bid.rows.items() if k]
+        outbox.put(pb.AgentMessage(bid=pb.Bid(round=offer.round, rho_old=bid.rho_old, rows=rows)))
+        self.rounds_bid.append(offer.round)
+
+    def _allocated(self, alloc: pb.Allocation, outbox: queue.Queue) -> None:
+        now = time.time()
+        fresh = [
+            HeldLease(x.lease_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s,
+                      "leftover" if x.source == pb.LEASE_SOURCE_LEFTOVER else "auction")
+            for x in alloc.leases
+        ]  # fmt: skip
+        with self._lock:
+            self.leases = {k: v for k, v in self.leases.items() if v.end > now}
+            self.leases.update((x.lease_id, x) for x in fresh)
+        if self.on_allocation is not None:
+            self.on_allocation(fresh)
+        outbox.put(pb.AgentMessage(rho_report=pb.RhoReport(round=alloc.round, rho=self.rho_now())))
