@@ -1,0 +1,129 @@
+"""TLS is one setting away: server TLS, and mutual TLS that refuses clients without a cert."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from test_service import ADMIN, CLUSTER  # type: ignore[import-not-found]
+
+from arbiter.config import ConfigError, load_config
+from arbiter.server import RunningArbiter
+from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+
+
+def _cert(name: str, issuer_key, issuer_name, key, *, ca: bool = False, san: bool = False):
+    now = dt.datetime.now(dt.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if san:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False
+        )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _pem_key(key) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("pki")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    ca = _cert("test-ca", ca_key, ca_name, ca_key, ca=True)
+    files = {"ca": ca.public_bytes(serialization.Encoding.PEM)}
+    for who in ("server", "client"):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _cert(who, ca_key, ca_name, key, san=(who == "server"))
+        files[f"{who}.crt"] = cert.public_bytes(serialization.Encoding.PEM)
+        files[f"{who}.key"] = _pem_key(key)
+    out = {}
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+        out[name] = d / name
+    return out
+
+
+def _serve(tmp_path: Path, pki: dict[str, Path], mutual: bool) -> RunningArbiter:
+    env = {
+        "ARBITER_GRPC_PORT": "0",
+        "ARBITER_JOURNAL_PATH": str(tmp_path / "j.db"),
+        "ARBITER_GRPC_TLS_ENABLED": "true",
+        "ARBITER_GRPC_TLS_CERT": str(pki["server.crt"]),
+        "ARBITER_GRPC_TLS_KEY": str(pki["server.key"]),
+    }
+    if mutual:
+        env["ARBITER_GRPC_TLS_CLIENT_CA"] = str(pki["ca"])
+    return RunningArbiter(CLUSTER, load_config(environ=env), admin_token=ADMIN).start()
+
+
+def _register(port: int, creds: grpc.ChannelCredentials) -> pb.RegisterAppResponse:
+    channel = grpc.secure_channel(f"localhost:{port}", creds)
+    return rpc.AppMasterStub(channel).RegisterApp(
+        pb.RegisterAppRequest(app_name="tls", max_gpu_demand=1), timeout=5
+    )
+
+
+def test_tls(tmp_path: Path, pki: dict[str, Path]) -> None:
+    a = _serve(tmp_path, pki, mutual=False)
+    try:
+        creds = grpc.ssl_channel_credentials(root_certificates=pki["ca"].read_bytes())
+        assert _register(a.port, creds).app_id
+        # A plaintext client cannot talk to a TLS server.
+        plain = rpc.AppMasterStub(grpc.insecure_channel(f"localhost:{a.port}"))
+        with pytest.raises(grpc.RpcError):
+            plain.RegisterApp(pb.RegisterAppRequest(max_gpu_demand=1), timeout=3)
+    finally:
+        a.stop(0)
+
+
+def test_mutual_tls_requires_a_client_certificate(tmp_path: Path, pki: dict[str, Path]) -> None:
+    a = _serve(tmp_path, pki, mutual=True)
+    try:
+        with_cert = grpc.ssl_channel_credentials(
+            root_certificates=pki["ca"].read_bytes(),
+            private_key=pki["client.key"].read_bytes(),
+            certificate_chain=pki["client.crt"].read_bytes(),
+        )
+        assert _register(a.port, with_cert).app_id
+        without = grpc.ssl_channel_credentials(root_certificates=pki["ca"].read_bytes())
+        with pytest.raises(grpc.RpcError) as err:
+            _register(a.port, without)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        a.stop(0)
+
+
+def test_tls_misconfiguration_is_caught_at_start(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"needs arbiter\.grpc\.tls\.cert"):
+        load_config(environ={"ARBITER_GRPC_TLS_ENABLED": "true"})
+    env = {
+        "ARBITER_GRPC_PORT": "0",
+        "ARBITER_JOURNAL_PATH": str(tmp_path / "j.db"),
+        "ARBITER_GRPC_TLS_ENABLED": "true",
+        "ARBITER_GRPC_TLS_CERT": str(tmp_path / "missing.crt"),
+        "ARBITER_GRPC_TLS_KEY": str(tmp_path / "missing.key"),
+    }
+    with pytest.raises(FileNotFoundError, match=r"arbiter\.grpc\.tls"):
+        RunningArbiter(CLUSTER, load_config(environ=env), admin_token=ADMIN)
