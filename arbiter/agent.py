@@ -99,6 +99,7 @@ class Agent:
         self.on_revocation = on_revocation
         self.heartbeat_seconds = heartbeat_seconds
         self.leases: dict[str, HeldLease] = {}
+        self.history: list[HeldLease] = []  # every lease ever granted
         self.topology: dict[str, GPU] = {}
         self.errors: list[tuple[str, str]] = []
         self.rounds_bid: list[int] = []
@@ -137,8 +138,35 @@ class Agent:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+
+    def release_all(self) -> list[str]:
+        """Give every held lease back (an app that finished early frees its GPUs at once)."""
+        stub = rpc.AppMasterStub(self._channel())
+        released = []
+        with self._lock:
+            leases = list(self.leases.values())
+            self.leases.clear()
+        for lease in leases:
+            try:
+                stub.ReleaseLease(
+                    pb.ReleaseLeaseRequest(lease_id=lease.lease_id),
+                    metadata=[("x-app-token", self.token)],
+                    timeout=5,
+                )
+                released.append(lease.lease_id)
+            except grpc.RpcError as exc:  # already expired or revoked: nothing to give back
+                log.info("agent %s: release %s: %s", self.app_id, lease.lease_id, exc.code())
+        return released
+
+    def stop_async(self) -> None:
+        """Ask the Agent to leave (its stream closes; the arbiter frees its leases)."""
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
     def held(self, now: float | None = None) -> frozenset[str]:
         now = time.time() if now is None else now
@@ -257,6 +285,7 @@ class Agent:
         with self._lock:
             self.leases = {k: v for k, v in self.leases.items() if v.end > now}
             self.leases.update((x.lease_id, x) for x in fresh)
+            self.history.extend(fresh)
         if self.on_allocation is not None:
             self.on_allocation(fresh)
         outbox.put(pb.AgentMessage(rho_report=pb.RhoReport(round=alloc.round, rho=self.rho_now())))

@@ -188,6 +188,20 @@ def _progress(
     return moved, {a: app.rho(cluster.num_gpus) for a, app in moved.items()}, state
 
 
+def _cmd_live_demo(args: argparse.Namespace) -> int:
+    from arbiter.live_demo import run_live_demo
+
+    if args.apps < 1 or args.seconds <= 0 or args.lease_seconds <= 0:
+        raise ValueError("--apps, --seconds and --lease-seconds must be positive")
+    run_live_demo(
+        load_cluster(args.cluster),
+        apps=args.apps,
+        seconds=args.seconds,
+        lease_seconds=args.lease_seconds,
+    )
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     if not 0.0 <= args.fairness_knob <= 1.0:
         raise ValueError(f"fairness knob f must be in [0, 1], got {args.fairness_knob}")
@@ -245,11 +259,25 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fair GPU leases for ML apps on a YARN cluster (Themis auctions).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
+    live = sub.add_parser(
         "demo",
-        help="run Themis rounds on a declared cluster with synthetic apps",
+        help="serve the arbiter and let example Hyperband AMs bid for GPU leases",
+        description="Serve the arbiter standalone on a free port and run example application "
+        "masters (successive halving over real numpy training jobs) that bid for GPU leases "
+        "over gRPC; ends with a table of rounds, leases, GPU time and finish-time fairness.",
+    )
+    live.add_argument("--cluster", default="themis-testbed", help="spec name or YAML path")
+    live.add_argument("--apps", type=int, default=8, help="example AMs (default 8)")
+    live.add_argument("--seconds", type=float, default=60.0, help="time limit (default 60)")
+    live.add_argument(
+        "--lease-seconds", type=float, default=3.0, help="lease length (default 3 s, to see rounds)"
+    )
+    live.set_defaults(func=_cmd_live_demo)
+    demo = sub.add_parser(
+        "rounds",
+        help="walk through Themis rounds with synthetic apps (no server)",
         description="Run round-by-round partial-allocation auctions with synthetic ML apps "
-        "on a declared cluster and print every round (no YARN needed).",
+        "on a declared cluster and print every round (pure mechanism, no server).",
     )
     demo.add_argument(
         "--cluster",

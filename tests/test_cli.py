@@ -57,7 +57,7 @@ def test_demo_count_rounding_and_small_cluster() -> None:
 def test_console_script_demo_runs() -> None:
     """The installed entry point works end to end (what `make demo` runs)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "arbiter.cli", "demo", "--rounds", "2", "--apps", "8"],
+        [sys.executable, "-m", "arbiter.cli", "rounds", "--rounds", "2", "--apps", "8"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -79,9 +79,11 @@ def test_cluster_listing(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
+        (["rounds", "--cluster", "no-such-cluster"], "not a shipped spec"),
+        (["rounds", "--apps", "0"], "--apps must be >= 1"),
+        (["rounds", "--fairness-knob", "1.5"], "fairness knob f must be in [0, 1]"),
         (["demo", "--cluster", "no-such-cluster"], "not a shipped spec"),
-        (["demo", "--apps", "0"], "--apps must be >= 1"),
-        (["demo", "--fairness-knob", "1.5"], "fairness knob f must be in [0, 1]"),
+        (["demo", "--seconds", "0"], "must be positive"),
         (["cluster", "missing.yaml"], "no such file"),
     ],
 )
@@ -94,8 +96,27 @@ def test_bad_input_exits_2_with_a_clear_message(
 
 def test_help_explains_the_knobs(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["demo", "--help"])
+        main(["rounds", "--help"])
     assert exc.value.code == 0
     text = capsys.readouterr().out
     for flag in ("--cluster", "--fairness-knob", "--lease-seconds", "--rounding", "--seed"):
         assert flag in text
+
+
+@pytest.mark.slow
+def test_live_demo_serves_and_ams_finish() -> None:
+    """make demo: a real arbiter, example AMs bidding over gRPC, a closing table."""
+    from arbiter.live_demo import run_live_demo
+
+    out = io.StringIO()
+    ams = run_live_demo(
+        load_cluster("themis-testbed"), apps=3, seconds=30, lease_seconds=2.0, out=out
+    )
+    text = out.getvalue()
+    assert "app" in text and "leases auction/leftover" in text
+    assert sum(a.finished for a in ams) >= 1
+    for a in ams:
+        assert a.agent.history, a.name  # every AM won some lease
+        assert not a.agent.errors, a.agent.errors
+        if a.finished:
+            assert 0 < a.final_rho < 10

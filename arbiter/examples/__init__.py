@@ -1,0 +1,1 @@
+"""Example application masters that bid for GPU leases through the Agent library."""
