@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -214,13 +213,11 @@ class AppMasterService(rpc.AppMasterServicer):
                 outbox.put(CLOSE)
 
         threading.Thread(target=read, name=f"session-{app_id}", daemon=True).start()
+        context.add_callback(lambda: outbox.put(CLOSE))  # wake the writer when the RPC ends
         try:
-            while context.is_active():
-                try:
-                    item = outbox.get(timeout=0.25)
-                except queue.Empty:
-                    continue
-                if item is CLOSE:
+            while True:
+                item = outbox.get()
+                if item is CLOSE or not context.is_active():
                     break
                 yield _outbound(item, self.core.cluster)
         finally:
@@ -278,13 +275,11 @@ class QueryShareService(rpc.QueryShareServicer):
             q = self.core.subscribe_share(request.job_id)
         except RequestError as err:
             _abort(context, err)
+        context.add_callback(lambda: q.put(CLOSE))
         try:
-            while context.is_active():
-                try:
-                    item = q.get(timeout=0.25)
-                except queue.Empty:
-                    continue
-                if item is CLOSE:
+            while True:
+                item = q.get()
+                if item is CLOSE or not context.is_active():
                     break
                 job_id, change = item
                 share = change.fair_share
@@ -399,11 +394,15 @@ def _credentials(config: Config) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials(pair)
 
 
-def build_server(core: ArbiterCore, *, max_workers: int = 64) -> tuple[grpc.Server, int]:
-    """A started-ready gRPC server for ``core``; returns (server, bound port)."""
+def build_server(core: ArbiterCore) -> tuple[grpc.Server, int]:
+    """A started-ready gRPC server for ``core``; returns (server, bound port).
+
+    Every open Session or share stream holds one worker thread for its lifetime, so
+    ``arbiter.grpc.max-workers`` bounds connected Agents plus subscribers plus in-flight calls.
+    """
     limit = core.config["arbiter.grpc.max-message-bytes"]
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers),
+        futures.ThreadPoolExecutor(max_workers=core.config["arbiter.grpc.max-workers"]),
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

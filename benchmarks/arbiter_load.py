@@ -1,0 +1,276 @@
+"""Arbiter under load: N concurrent Agents over gRPC against a served arbiter (one process).
+
+The arbiter runs as ``yarn-arbiter serve`` in its own process on ``themis-sim-256``; this
+process drives N Agents with grpc.aio: each registers, keeps a Session stream open with a
+heartbeat message every second, sends a ``ReportProgress`` call every second (the unary
+heartbeat whose latency is measured), and answers every offer with a bid of a few rows drawn
+from the offer. A tenth as many Hive query jobs subscribe to their fair share. Reported: RPCs/s,
+p50/p99 latency per RPC type, offer-to-allocation latency, auction rounds/s, errors. Leases
+last 3 s so that rounds keep coming; ``p99_ms`` is the worst steady-state unary RPC (the
+heartbeat ``ReportProgress``); ``RegisterApp`` happens in one burst at start and is reported
+apart.
+
+Sweep several agent counts to find the knee: ``--agents 10,100,300,1000``. Writes
+``benchmarks/results/arbiter_load.json`` (one record per agent count with the keys ``agents``,
+``rpcs_per_s``, ``p99_ms`` (worst unary RPC type) and ``errors``).
+
+Target (issue 3, this 2-core machine): 1,000 Agents at one heartbeat per second with p99 <= 50 ms
+and zero errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import grpc
+
+from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))] if s else float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.lat: dict[str, list[float]] = defaultdict(list)
+        self.errors: dict[str, int] = defaultdict(int)
+        self.count = 0
+        self.share_updates = 0
+
+    def record(self, kind: str, seconds: float) -> None:
+        self.lat[kind].append(seconds * 1e3)
+        self.count += 1
+
+
+async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: int) -> None:
+    t = time.perf_counter()
+    demand = random.choice((1, 2, 4, 8))
+    try:
+        reg = await stub.RegisterApp(
+            pb.RegisterAppRequest(app_name=f"load-{k}", max_gpu_demand=demand)
+        )
+    except grpc.RpcError as exc:
+        stats.errors[f"RegisterApp {exc.code().name}"] += 1
+        return
+    stats.record("RegisterApp", time.perf_counter() - t)
+    md = [("x-app-token", reg.app_token)]
+    outbox: asyncio.Queue = asyncio.Queue()
+    await outbox.put(pb.AgentMessage(hello=pb.SessionHello(app_id=reg.app_id)))
+    offered_at: dict[int, float] = {}
+
+    async def requests():
+        while not stop.is_set():
+            try:
+                yield await asyncio.wait_for(outbox.get(), timeout=0.5)
+            except TimeoutError:
+                continue
+
+    call = stub.Session(requests(), metadata=md)
+
+    async def reader() -> None:
+        try:
+            async for msg in call:
+                kind = msg.WhichOneof("kind")
+                if kind == "offer":
+                    o = msg.offer
+                    offered_at[o.round] = time.perf_counter()
+                    ids = [g.id for g in o.gpus]
+                    rows = [
+                        pb.BidRow(gpu_ids=random.sample(ids, min(n, len(ids))), rho=4.0 / n)
+                        for n in (1, 2, 4)
+                        if n <= demand
+                    ]
+                    rows = list({tuple(sorted(r.gpu_ids)): r for r in rows}.values())
+                    await outbox.put(
+                        pb.AgentMessage(bid=pb.Bid(round=o.round, rho_old=8.0, rows=rows))
+                    )
+                elif kind == "allocation" and msg.allocation.round in offered_at:
+                    stats.record(
+                        "offer->allocation",
+                        time.perf_counter() - offered_at.pop(msg.allocation.round),
+                    )
+                elif kind == "error":
+                    stats.errors[f"session {msg.error.code}"] += 1
+        except grpc.RpcError as exc:
+            if not stop.is_set():
+                stats.errors[f"Session {exc.code().name}"] += 1
+
+    read_task = asyncio.create_task(reader())
+    await asyncio.sleep(random.random())  # spread heartbeats over the second
+    while not stop.is_set():
+        await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=time.time())))
+        t = time.perf_counter()
+        try:
+            await stub.ReportProgress(
+                pb.ProgressReport(job_id="j", iter_time_s=0.1), metadata=md, timeout=5
+            )
+            stats.record("ReportProgress", time.perf_counter() - t)
+        except grpc.RpcError as exc:
+            stats.errors[f"ReportProgress {exc.code().name}"] += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
+    call.cancel()
+    await asyncio.gather(read_task, return_exceptions=True)
+
+
+async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event) -> None:
+    reg = await stub.RegisterQuery(pb.RegisterQueryRequest(query_name="q"))
+    call = stub.SubscribeShare(
+        pb.SubscribeShareRequest(job_id=reg.job_id), metadata=[("x-app-token", reg.job_token)]
+    )
+
+    async def read() -> None:
+        try:
+            async for _ in call:
+                stats.share_updates += 1
+        except grpc.RpcError as exc:
+            if not stop.is_set():
+                stats.errors[f"SubscribeShare {exc.code().name}"] += 1
+
+    task = asyncio.create_task(read())
+    await stop.wait()
+    call.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def run_load(port: int, agents: int, seconds: float, admin_token: str) -> dict:
+    stats = Stats()
+    stop = asyncio.Event()
+    channels = [
+        grpc.aio.insecure_channel(f"localhost:{port}") for _ in range(max(1, agents // 100))
+    ]
+    tasks = [
+        asyncio.create_task(agent(rpc.AppMasterStub(channels[k % len(channels)]), stats, stop, k))
+        for k in range(agents)
+    ]
+    tasks += [
+        asyncio.create_task(subscriber(rpc.QueryShareStub(channels[0]), stats, stop))
+        for _ in range(max(1, agents // 10))
+    ]
+    admin = rpc.AdminStub(channels[0])
+    md = [("x-admin-token", admin_token)]
+    await asyncio.sleep(min(3.0, seconds / 3))  # ramp-up: registrations and first rounds
+    warm = stats.count
+    r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round
+    t0 = time.perf_counter()
+    for kind in ("ReportProgress", "offer->allocation"):
+        stats.lat[kind].clear()
+    await asyncio.sleep(seconds)
+    elapsed = time.perf_counter() - t0
+    r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round
+    measured = stats.count - warm
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for ch in channels:
+        await ch.close()
+    per_type = {
+        kind: {
+            "n": len(v),
+            "p50_ms": round(statistics.median(v), 2),
+            "p99_ms": round(pct(v, 99), 2),
+        }
+        for kind, v in stats.lat.items()
+        if v
+    }
+    # Steady-state RPCs; RegisterApp is the start-up burst (all agents at once), reported apart.
+    unary = [v["p99_ms"] for k, v in per_type.items() if k == "ReportProgress"]
+    return {
+        "agents": agents,
+        "seconds": round(elapsed, 1),
+        "rpcs_per_s": round(measured / elapsed, 1),
+        "p99_ms": max(unary) if unary else None,
+        "errors": sum(stats.errors.values()),
+        "error_kinds": dict(stats.errors),
+        "rounds_per_s": round((r1 - r0) / elapsed, 2),
+        "share_updates": stats.share_updates,
+        "per_type": per_type,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--agents", default="10,100,300,1000", help="comma-separated counts")
+    parser.add_argument("--seconds", type=float, default=15.0, help="measured seconds per count")
+    parser.add_argument("--out", type=Path, default=RESULTS / "arbiter_load.json")
+    args = parser.parse_args(argv)
+    counts = [int(x) for x in args.agents.split(",")]
+    records = []
+    for n in counts:
+        with tempfile.TemporaryDirectory() as tmp:
+            port = free_port()
+            token_file = Path(tmp) / "admin"
+            token_file.write_text("load-admin\n")
+            env = {
+                **os.environ,
+                "ARBITER_LEASE_SECONDS": "3",
+                "ARBITER_HEARTBEAT_TIMEOUT_SECONDS": "10",
+                "ARBITER_BID_DEADLINE_SECONDS": "1",
+                "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.5",
+                "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
+            }
+            server = subprocess.Popen(
+                [sys.executable, "-m", "arbiter.cli", "serve", "--cluster", "themis-sim-256",
+                 "--port", str(port), "--journal", str(Path(tmp) / "j.db")],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                time.sleep(2.0)
+                rec = asyncio.run(run_load(port, n, args.seconds, "load-admin"))
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+        records.append(rec)
+        worst = rec["p99_ms"]
+        print(
+            f"agents {n:5d}: {rec['rpcs_per_s']:8.1f} RPC/s  p99 {worst:8.1f} ms  "
+            f"rounds/s {rec['rounds_per_s']:5.2f}  errors {rec['errors']}  "
+            + "  ".join(
+                f"{k} p50 {v['p50_ms']:.1f} p99 {v['p99_ms']:.1f}"
+                for k, v in rec["per_type"].items()
+            ),
+            flush=True,
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps(
+            {
+                "benchmark": "arbiter_load",
+                "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+                "target": {"agents": 1000, "p99_ms": 50, "errors": 0},
+                "records": records,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
