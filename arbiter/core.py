@@ -21,6 +21,7 @@ injected, so tests can drive time.
 
 from __future__ import annotations
 
+import logging
 import math
 import queue
 import threading
@@ -49,6 +50,8 @@ from arbiter.rounds import (
 from arbiter.shares import Resources, ShareCause, ShareChange, fair_share
 
 __all__ = ["ArbiterCore", "Code", "Offer", "PendingRound", "RequestError", "Revocation"]
+
+log = logging.getLogger("yarn_arbiter.core")
 
 
 class Code(Enum):
@@ -141,6 +144,7 @@ class ArbiterCore:
         self._lock = threading.RLock()
         snap = journal.load(cluster.gpu_ids)
         self.apps: dict[str, AppRecord] = dict(snap.apps)
+        self._by_token: dict[str, str] = {a.token_hash: a.app_id for a in self.apps.values()}
         self.state: ArbiterState = snap.state
         for key, value in snap.knobs.items():
             self.config = self.config.with_value(key, value, source="journal")
@@ -158,11 +162,10 @@ class ArbiterCore:
     def authenticate_app(self, token: str | None) -> str:
         if not token:
             raise RequestError(Code.UNAUTHENTICATED, "missing x-app-token metadata")
-        with self._lock:
-            for app in self.apps.values():
-                if token_matches(token, app.token_hash):
-                    return app.app_id
-        raise RequestError(Code.UNAUTHENTICATED, "unknown app token")
+        app_id = self._by_token.get(hash_token(token))  # one hash and a dict look-up
+        if app_id is None:
+            raise RequestError(Code.UNAUTHENTICATED, "unknown app token")
+        return app_id
 
     def authorize_app(self, token: str | None, app_id: str) -> None:
         """The token must belong to ``app_id``: an AM acts only for its own app."""
@@ -211,6 +214,7 @@ class ArbiterCore:
         with self._lock:
             self.journal.put_app(record)
             self.apps[app_id] = record
+            self._by_token[record.token_hash] = app_id
         return app_id, token
 
     def held(self, app_id: str, now: float | None = None) -> frozenset[str]:
@@ -467,7 +471,12 @@ class ArbiterCore:
         )
 
     def tick(self) -> None:
-        """One step of the scheduler loop (call it every few tens of milliseconds)."""
+        """One step of the scheduler loop (call it every few tens of milliseconds).
+
+        The auction itself runs outside the lock on a snapshot (the decision cycle), so RPCs
+        are not held up by a long solve; its leases are then applied only if every GPU it
+        grants is still free (the binding cycle), else the round is dropped and re-offered.
+        """
         with self._lock:
             now = self.clock()
             state, freed = expire_leases(self.state, now)
@@ -475,12 +484,72 @@ class ArbiterCore:
                 self._commit(state)
                 self._mark_freed(now)
             self._drop_silent_agents(now)
-            if self.pending is not None:
-                p = self.pending
-                if now >= p.deadline or set(p.bids) == set(p.participants):
-                    self._close_round(now)
+            if self.pending is None:
+                self._maybe_open_round(now)
                 return
-            self._maybe_open_round(now)
+            p = self.pending
+            if now < p.deadline and set(p.bids) != set(p.participants):
+                return
+            self.pending = None
+            self.first_freed_at = None
+            decision = self._prepare_round(p, now)
+        if decision is None:
+            return
+        outcome, bids = self._decide(*decision)
+        with self._lock:
+            self._bind(p, outcome, bids)
+
+    def _prepare_round(self, p: PendingRound, now: float):
+        bidders = tuple(a for a in p.participants if a in p.bids)
+        offered = p.offered & self._offerable(now)  # leases may have changed meanwhile
+        bids = [Bid(a, {k: v for k, v in p.bids[a].rows.items() if k <= offered}) for a in bidders]
+        if not offered or not bidders:
+            # Nobody answered: count the round, so that the next offer uses a fresh number.
+            self._commit(replace(self.state, round=p.round))
+            return None
+        room = dict(self._eligible(now))
+        kwargs = {
+            "offered": offered,
+            "bids": bids,
+            "participants": bidders,
+            "non_participants": [a for a in p.others if a in room],
+            "now": now,
+            "seed": p.round,
+            "lease_seconds": self.config["arbiter.lease.seconds"],
+            "rounding": Rounding(self.config["arbiter.auction.rounding"]),
+            "room": room,
+        }
+        return self.state, kwargs
+
+    @staticmethod
+    def _decide(state: ArbiterState, kwargs: dict):
+        _, outcome = run_round(state, **kwargs)
+        return outcome, kwargs["bids"]
+
+    def _bind(self, p: PendingRound, outcome, bids: list[Bid]) -> None:
+        granted = outcome.granted
+        last_bids = dict(self.state.last_bids)
+        last_bids.update((b.app_id, b) for b in bids)
+        state = replace(
+            self.state,
+            leases=self.state.leases + granted,
+            round=max(self.state.round, p.round),
+            last_bids=MappingProxyType(last_bids),
+        )
+        try:
+            self._commit(state, bids)
+        except AssertionError:  # a GPU was leased meanwhile (release, drain): offer again
+            log.warning("round %d dropped: its GPUs changed while it was decided", p.round)
+            self._mark_freed(self.clock())
+            return
+        for b in bids:  # the arbiter keeps the table; ρ now comes from it
+            self.rho_reports.pop(b.app_id, None)
+        per_app: dict[str, list[Lease]] = {}
+        for lease in granted:
+            per_app.setdefault(lease.app_id, []).append(lease)
+        for app_id, leases in per_app.items():
+            payment = 1.0 - outcome.result.c.get(app_id, 1.0)
+            self._send(app_id, Allocation(p.round, tuple(leases), payment))
 
     def _drop_silent_agents(self, now: float) -> None:
         timeout = self.config["arbiter.heartbeat.timeout.seconds"]
@@ -525,42 +594,6 @@ class ArbiterCore:
         offer = Offer(self.state.round + 1, offered, self.config["arbiter.lease.seconds"], deadline)
         for a in participants:
             self._send(a, offer)
-
-    def _close_round(self, now: float) -> None:
-        p = self.pending
-        assert p is not None
-        self.pending = None
-        self.first_freed_at = None
-        bidders = tuple(a for a in p.participants if a in p.bids)
-        offered = p.offered & self._offerable(now)  # leases may have changed meanwhile
-        bids = [Bid(a, {k: v for k, v in p.bids[a].rows.items() if k <= offered}) for a in bidders]
-        if not offered or not bidders:
-            # Nobody answered: count the round, so that the next offer uses a fresh number.
-            self._commit(replace(self.state, round=p.round))
-            return
-        room = {a: r for a, r in self._eligible(now).items()}
-        state, outcome = run_round(
-            self.state,
-            offered=offered,
-            bids=bids,
-            participants=bidders,
-            non_participants=[a for a in p.others if a in room],
-            now=now,
-            seed=p.round,
-            lease_seconds=self.config["arbiter.lease.seconds"],
-            rounding=Rounding(self.config["arbiter.auction.rounding"]),
-            room=room,
-        )
-        state = replace(state, round=p.round)
-        self._commit(state, bids)
-        for a in bidders:  # the arbiter keeps the table; ρ now comes from it
-            self.rho_reports.pop(a, None)
-        per_app: dict[str, list[Lease]] = {}
-        for lease in outcome.granted:
-            per_app.setdefault(lease.app_id, []).append(lease)
-        for app_id, leases in per_app.items():
-            payment = 1.0 - outcome.result.c.get(app_id, 1.0)
-            self._send(app_id, Allocation(p.round, tuple(leases), payment))
 
     # ------------------------------------------------------------------ views
 

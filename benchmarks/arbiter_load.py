@@ -82,6 +82,7 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
     outbox: asyncio.Queue = asyncio.Queue()
     await outbox.put(pb.AgentMessage(hello=pb.SessionHello(app_id=reg.app_id)))
     offered_at: dict[int, float] = {}
+    held: dict[str, float] = {}  # GPU -> lease end (the room a bid may ask for)
 
     async def requests():
         while not stop.is_set():
@@ -100,10 +101,12 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
                     o = msg.offer
                     offered_at[o.round] = time.perf_counter()
                     ids = [g.id for g in o.gpus]
+                    now = time.time()
+                    room = demand - sum(1 for end in held.values() if end > now)
                     rows = [
                         pb.BidRow(gpu_ids=random.sample(ids, min(n, len(ids))), rho=4.0 / n)
                         for n in (1, 2, 4)
-                        if n <= demand
+                        if n <= room
                     ]
                     rows = list({tuple(sorted(r.gpu_ids)): r for r in rows}.values())
                     await outbox.put(

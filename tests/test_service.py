@@ -387,3 +387,41 @@ def test_restart_recovers_apps_leases_and_tokens(tmp_path: Path) -> None:
         assert ack.rho > 0
     finally:
         b.stop(0)
+
+
+def test_oversized_and_unknown_inputs(tmp_path: Path) -> None:
+    a = start(tmp_path, ARBITER_GRPC_MAX_MESSAGE_BYTES="4096", ARBITER_BID_MAX_ROWS="8")
+    try:
+        stub = rpc.AppMasterStub(channel(a))
+        with pytest.raises(grpc.RpcError) as err:  # a message above the size limit
+            stub.RegisterApp(pb.RegisterAppRequest(app_name="x" * 10_000, max_gpu_demand=1))
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        with pytest.raises(grpc.RpcError) as err:
+            stub.RegisterApp(pb.RegisterAppRequest(app_name="big", max_gpu_demand=10_000))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "max_gpu_demand" in err.value.details()
+        agent = Agent(a, 8, bidding=False)
+        try:
+            wait_for(lambda: agent.of_kind("offer"))
+            offer = agent.of_kind("offer")[0]
+            ids = [g.id for g in offer.gpus]
+            rows = [pb.BidRow(gpu_ids=[g], rho=1.0) for g in ids[:9]]  # 9 rows > limit 8
+            agent.send_bid(pb.Bid(round=offer.round, rho_old=math.inf, rows=rows))
+            wait_for(lambda: agent.of_kind("error"))
+            assert agent.of_kind("error")[0].code == "INVALID_ARGUMENT"
+            assert "limit 8" in agent.of_kind("error")[0].message
+        finally:
+            agent.close()
+        admin = rpc.AdminStub(channel(a))
+        with pytest.raises(grpc.RpcError) as err:
+            admin.SetKnob(
+                pb.SetKnobRequest(key="arbiter.journal.path", value="/tmp/x"), metadata=admin_md()
+            )
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(grpc.RpcError) as err:
+            stub.RenewLease(
+                pb.RenewLeaseRequest(lease_id="nope"), metadata=[("x-app-token", agent.token)]
+            )
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        a.stop(0)
