@@ -37,20 +37,11 @@ from arbiter.rounds import (
     run_round,
 )
 from arbiter.synthetic import SyntheticApp, random_apps
+from arbiter.tables import format_table
 
 
 def _fmt_rho(rho: float) -> str:
     return "inf" if math.isinf(rho) else f"{rho:.3f}"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [
-        max(len(h), *(len(r[k]) for r in rows)) if rows else len(h) for k, h in enumerate(headers)
-    ]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(out)
 
 
 def _shape(cluster: Cluster, gpus: frozenset[str]) -> str:
@@ -140,7 +131,9 @@ def run_demo(
                 ]
             )
         print(
-            _table(["app", "demand", "rho now", "PF GPUs", "rho PF", "c_i", "held for"], rows),
+            format_table(
+                ["app", "demand", "rho now", "PF GPUs", "rho PF", "c_i", "held for"], rows
+            ),
             file=out,
         )
         leftovers: Counter[str] = Counter()
@@ -233,7 +226,7 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
         [rack, str(n), f"{slots} x {per}", gtype, str(n * slots * per)]
         for (rack, slots, per, gtype), n in kinds.items()
     ]
-    print(_table(["rack", "machines", "slots x GPUs", "type", "GPUs"], rows))
+    print(format_table(["rack", "machines", "slots x GPUs", "type", "GPUs"], rows))
     return 0
 
 

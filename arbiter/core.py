@@ -35,8 +35,14 @@ from types import MappingProxyType
 from arbiter.auction import Bid, Rounding
 from arbiter.cluster import Cluster
 from arbiter.config import Config
-from arbiter.journal import AppRecord, Journal, hash_token, new_token, token_matches
-from arbiter.journal import lease_id as journal_lease_id
+from arbiter.journal import (
+    AppRecord,
+    Journal,
+    hash_token,
+    lease_id,
+    new_token,
+    token_matches,
+)
 from arbiter.rounds import (
     ArbiterState,
     Lease,
@@ -119,11 +125,6 @@ class _QueryJob:
     token_hash: str
     name: str
     subscribers: list[queue.Queue] = field(default_factory=list)
-
-
-def lease_id(lease: Lease) -> str:
-    """Stable id of a lease (what Agents renew and release); renewing gives a new id."""
-    return journal_lease_id(lease)
 
 
 class ArbiterCore:

@@ -18,18 +18,11 @@ from arbiter.cluster import Cluster
 from arbiter.config import load_config
 from arbiter.examples.hyperband_am import HyperbandAM
 from arbiter.server import RunningArbiter
+from arbiter.tables import format_table
 
 __all__ = ["run_live_demo"]
 
 DEMANDS = (2, 4, 4, 8, 8, 16, 16, 32)
-
-
-def _table(headers, rows) -> str:
-    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(lines)
 
 
 def run_live_demo(
@@ -100,7 +93,7 @@ def run_live_demo(
             ]
         )
     print(
-        _table(
+        format_table(
             [
                 "app",
                 "demand",

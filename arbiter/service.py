@@ -34,8 +34,8 @@ from arbiter.core import (
     Offer,
     RequestError,
     Revocation,
-    lease_id,
 )
+from arbiter.journal import lease_id
 from arbiter.rounds import Lease, LeaseSource
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
