@@ -164,7 +164,9 @@ def test_health_and_reflection(arbiter: RunningArbiter) -> None:
     } <= names
 
 
-def test_whole_rounds_give_disjoint_leases(arbiter: RunningArbiter) -> None:
+def test_whole_rounds_give_disjoint_leases(tmp_path: Path) -> None:
+    # A 1.5 s batching window lets all six Agents connect before the first offer.
+    arbiter = start(tmp_path, ARBITER_OFFER_BATCH_WINDOW_SECONDS="1.5")
     agents = [Agent(arbiter, d) for d in (2, 4, 8, 8, 16, 32)]
     try:
         wait_for(lambda: all(a.of_kind("allocation") for a in agents[:2]))
@@ -187,6 +189,7 @@ def test_whole_rounds_give_disjoint_leases(arbiter: RunningArbiter) -> None:
     finally:
         for a in agents:
             a.close()
+        arbiter.stop(0)
 
 
 def test_leases_expire_and_are_reauctioned(tmp_path: Path) -> None:
