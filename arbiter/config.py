@@ -141,14 +141,6 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
                 "gRPC listen port (0: any free port)",
             ),
             Property(
-                "arbiter.grpc.max-workers",
-                2048,
-                int,
-                lambda v: 4 <= v <= 65536,
-                "an integer in [4, 65536]",
-                "server threads: each open Agent session or share stream holds one",
-            ),
-            Property(
                 "arbiter.grpc.max-message-bytes",
                 4 * 1024 * 1024,
                 int,

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import MappingProxyType
+from typing import Protocol
 
 from arbiter.auction import Bid, Rounding
 from arbiter.cluster import Cluster
@@ -113,9 +114,15 @@ class PendingRound:
     bids: dict[str, Bid] = field(default_factory=dict)
 
 
+class Outbox(Protocol):
+    """Where the core delivers a session's or subscriber's messages (thread-safe ``put``)."""
+
+    def put(self, item: object) -> None: ...
+
+
 @dataclass
 class _Session:
-    outbox: queue.Queue
+    outbox: Outbox
     last_seen: float
 
 
@@ -124,7 +131,7 @@ class _QueryJob:
     job_id: str
     token_hash: str
     name: str
-    subscribers: list[queue.Queue] = field(default_factory=list)
+    subscribers: list[Outbox] = field(default_factory=list)
 
 
 class ArbiterCore:
@@ -232,16 +239,18 @@ class ArbiterCore:
 
     # ------------------------------------------------------------------ sessions
 
-    def open_session(self, app_id: str) -> queue.Queue:
+    def open_session(self, app_id: str, outbox: Outbox | None = None) -> Outbox:
+        """Start ``app_id``'s session; messages for it go to ``outbox`` (anything with a
+        thread-safe ``put``; a new queue by default)."""
         with self._lock:
             old = self.sessions.get(app_id)
             if old is not None:
                 old.outbox.put(CLOSE)  # a reconnect replaces the old stream
-            session = _Session(queue.Queue(), self.clock())
+            session = _Session(outbox if outbox is not None else queue.Queue(), self.clock())
             self.sessions[app_id] = session
             return session.outbox
 
-    def close_session(self, app_id: str, outbox: queue.Queue) -> None:
+    def close_session(self, app_id: str, outbox: Outbox) -> None:
         with self._lock:
             current = self.sessions.get(app_id)
             if current is not None and current.outbox is outbox:
@@ -370,15 +379,15 @@ class ArbiterCore:
             if not token_matches(token, job.token_hash):
                 raise RequestError(Code.PERMISSION_DENIED, f"token does not belong to {job_id}")
 
-    def subscribe_share(self, job_id: str) -> queue.Queue:
+    def subscribe_share(self, job_id: str, outbox: Outbox | None = None) -> Outbox:
         with self._lock:
-            q: queue.Queue = queue.Queue()
+            q = outbox if outbox is not None else queue.Queue()
             self.queries[job_id].subscribers.append(q)
             self.epoch += 1
             q.put((job_id, self._share(ShareCause.SUBSCRIBED)))
             return q
 
-    def unsubscribe_share(self, job_id: str, q: queue.Queue) -> None:
+    def unsubscribe_share(self, job_id: str, q: Outbox) -> None:
         with self._lock:
             job = self.queries.get(job_id)
             if job is not None and q in job.subscribers:

@@ -8,6 +8,7 @@ key is empty a fresh token is generated and written, mode 0600, beside the journ
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -47,7 +48,8 @@ def admin_token_for(config: Config) -> tuple[str, Path]:
 
 
 class RunningArbiter:
-    """A core, its gRPC server and its scheduler thread, started and stopped together."""
+    """A core, its asyncio gRPC server (on its own event-loop thread) and its scheduler
+    thread, started and stopped together."""
 
     def __init__(
         self,
@@ -60,12 +62,29 @@ class RunningArbiter:
     ) -> None:
         self.journal = SQLiteJournal(config["arbiter.journal.path"])
         self.core = ArbiterCore(cluster, config, self.journal, admin_token=admin_token, clock=clock)
-        self.server, self.port = build_server(self.core)
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="grpc-loop", daemon=True
+        )
+        self._loop_thread.start()
+        try:
+            self.server, self.port = self._call(build_server(self.core))
+        except BaseException:
+            self._shutdown_loop()
+            self.journal.close()
+            raise
         self._tick = tick_seconds
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+        self._thread = threading.Thread(target=self._loop_ticks, name="scheduler", daemon=True)
 
-    def _loop(self) -> None:
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
+
+    def _shutdown_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(timeout=5)
+
+    def _loop_ticks(self) -> None:
         while not self._stop.wait(self._tick):
             try:
                 self.core.tick()
@@ -73,14 +92,15 @@ class RunningArbiter:
                 log.exception("scheduler tick failed")
 
     def start(self) -> RunningArbiter:
-        self.server.start()
+        self._call(self.server.start())
         self._thread.start()
         return self
 
     def stop(self, grace: float = 1.0) -> None:
         self._stop.set()
-        self.server.stop(grace).wait()
+        self._call(self.server.stop(grace))
         self._thread.join(timeout=5)
+        self._shutdown_loop()
         self.journal.close()
 
 

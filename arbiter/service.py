@@ -13,14 +13,14 @@ reflection services, a message-size limit, and TLS / mutual TLS from certificate
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
-import threading
-from collections.abc import Iterator
-from concurrent import futures
+from collections.abc import AsyncIterator
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import _async as health_async
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from arbiter.auction import Bid
@@ -53,17 +53,34 @@ _CAUSE = {
 }
 
 
-def _metadata(context: grpc.ServicerContext, key: str) -> str | None:
+class _Bridge:
+    """A queue the (threaded) core puts into and an asyncio handler awaits.
+
+    ``put`` may be called from any thread; items reach the event loop that created the bridge.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue = asyncio.Queue()
+
+    def put(self, item: object) -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    async def get(self) -> object:
+        return await self._queue.get()
+
+
+def _metadata(context: grpc.aio.ServicerContext, key: str) -> str | None:
     for k, v in context.invocation_metadata() or ():
         if k == key:
             return v
     return None
 
 
-def _abort(context: grpc.ServicerContext, err: RequestError) -> None:
+async def _abort(context: grpc.aio.ServicerContext, err: RequestError) -> None:
     if err.code in (Code.UNAUTHENTICATED, Code.PERMISSION_DENIED):
         log.warning("refused %s from %s: %s", err.code.value, context.peer(), err.message)
-    context.abort(_STATUS[err.code], err.message)
+    await context.abort(_STATUS[err.code], err.message)
 
 
 def lease_to_pb(lease: Lease) -> pb.Lease:
@@ -145,7 +162,7 @@ class AppMasterService(rpc.AppMasterServicer):
     def __init__(self, core: ArbiterCore) -> None:
         self.core = core
 
-    def RegisterApp(self, request, context):
+    async def RegisterApp(self, request, context):
         try:
             jobs = [
                 {
@@ -165,7 +182,7 @@ class AppMasterService(rpc.AppMasterServicer):
                 jobs=jobs,
             )
         except RequestError as err:
-            _abort(context, err)
+            await _abort(context, err)
         cfg = self.core.config
         return pb.RegisterAppResponse(
             app_id=app_id,
@@ -174,11 +191,10 @@ class AppMasterService(rpc.AppMasterServicer):
             heartbeat_timeout_s=cfg["arbiter.heartbeat.timeout.seconds"],
         )
 
-    def Session(self, request_iterator, context) -> Iterator[pb.ArbiterMessage]:
+    async def Session(self, request_iterator, context) -> AsyncIterator[pb.ArbiterMessage]:
         token = _metadata(context, "x-app-token")
-        try:
-            first = next(request_iterator)
-        except StopIteration:
+        first = await anext(aiter(request_iterator), None)
+        if first is None:
             return
         try:
             if first.WhichOneof("kind") != "hello":
@@ -186,12 +202,13 @@ class AppMasterService(rpc.AppMasterServicer):
             app_id = first.hello.app_id
             self.core.authorize_app(token, app_id)
         except RequestError as err:
-            _abort(context, err)
-        outbox = self.core.open_session(app_id)
+            await _abort(context, err)
+        outbox = _Bridge()
+        self.core.open_session(app_id, outbox)
 
-        def read() -> None:
+        async def read() -> None:
             try:
-                for msg in request_iterator:
+                async for msg in request_iterator:
                     kind = msg.WhichOneof("kind")
                     try:
                         if kind == "heartbeat":
@@ -207,39 +224,39 @@ class AppMasterService(rpc.AppMasterServicer):
                             )
                     except RequestError as err:
                         outbox.put(err)  # reported on the stream; the session stays open
-            except grpc.RpcError:
+            except (grpc.RpcError, asyncio.CancelledError):
                 pass
             finally:
                 outbox.put(CLOSE)
 
-        threading.Thread(target=read, name=f"session-{app_id}", daemon=True).start()
-        context.add_callback(lambda: outbox.put(CLOSE))  # wake the writer when the RPC ends
+        reader = asyncio.create_task(read())
         try:
             while True:
-                item = outbox.get()
-                if item is CLOSE or not context.is_active():
+                item = await outbox.get()
+                if item is CLOSE:
                     break
                 yield _outbound(item, self.core.cluster)
         finally:
+            reader.cancel()
             self.core.close_session(app_id, outbox)
 
-    def RenewLease(self, request, context):
+    async def RenewLease(self, request, context):
         try:
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
             lease = self.core.renew(app_id, request.lease_id)
         except RequestError as err:
-            _abort(context, err)
+            await _abort(context, err)
         return pb.RenewLeaseResponse(lease=lease_to_pb(lease))
 
-    def ReleaseLease(self, request, context):
+    async def ReleaseLease(self, request, context):
         try:
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
             gpus = self.core.release(app_id, request.lease_id, request.gpu_ids)
         except RequestError as err:
-            _abort(context, err)
+            await _abort(context, err)
         return pb.ReleaseLeaseResponse(released_gpu_ids=sorted(gpus))
 
-    def ReportProgress(self, request, context):
+    async def ReportProgress(self, request, context):
         try:
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
             if math.isnan(request.iter_time_s) or request.iter_time_s < 0:
@@ -255,7 +272,7 @@ class AppMasterService(rpc.AppMasterServicer):
             now = self.core.clock()
             rho = self.core.rho_current(app_id, now)
         except RequestError as err:
-            _abort(context, err)
+            await _abort(context, err)
         return pb.ProgressAck(rho=rho)
 
 
@@ -263,23 +280,23 @@ class QueryShareService(rpc.QueryShareServicer):
     def __init__(self, core: ArbiterCore) -> None:
         self.core = core
 
-    def RegisterQuery(self, request, context):
+    async def RegisterQuery(self, request, context):
         if len(request.query_name) > 1024:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query_name is <= 1024 chars")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query_name is <= 1024 chars")
         job_id, token = self.core.register_query(request.query_name)
         return pb.RegisterQueryResponse(job_id=job_id, job_token=token)
 
-    def SubscribeShare(self, request, context):
+    async def SubscribeShare(self, request, context):
         try:
             self.core.authorize_query(_metadata(context, "x-app-token"), request.job_id)
-            q = self.core.subscribe_share(request.job_id)
         except RequestError as err:
-            _abort(context, err)
-        context.add_callback(lambda: q.put(CLOSE))
+            await _abort(context, err)
+        q = _Bridge()
+        self.core.subscribe_share(request.job_id, q)
         try:
             while True:
-                item = q.get()
-                if item is CLOSE or not context.is_active():
+                item = await q.get()
+                if item is CLOSE:
                     break
                 job_id, change = item
                 share = change.fair_share
@@ -298,12 +315,12 @@ class QueryShareService(rpc.QueryShareServicer):
         finally:
             self.core.unsubscribe_share(request.job_id, q)
 
-    def UnregisterQuery(self, request, context):
+    async def UnregisterQuery(self, request, context):
         try:
             self.core.authorize_query(_metadata(context, "x-app-token"), request.job_id)
             self.core.unregister_query(request.job_id)
         except RequestError as err:
-            _abort(context, err)
+            await _abort(context, err)
         return pb.UnregisterQueryResponse()
 
 
@@ -311,14 +328,14 @@ class AdminService(rpc.AdminServicer):
     def __init__(self, core: ArbiterCore) -> None:
         self.core = core
 
-    def _admin(self, context) -> None:
+    async def _admin(self, context) -> None:
         try:
             self.core.authorize_admin(_metadata(context, "x-admin-token"))
         except RequestError as err:
-            _abort(context, err)
+            await _abort(context, err)
 
-    def GetClusterState(self, request, context):
-        self._admin(context)
+    async def GetClusterState(self, request, context):
+        await self._admin(context)
         snap = self.core.snapshot()
         return pb.ClusterState(
             cluster_name=self.core.cluster.name,
@@ -329,8 +346,8 @@ class AdminService(rpc.AdminServicer):
             policy=self.core.config["arbiter.policy"],
         )
 
-    def ListLeases(self, request, context):
-        self._admin(context)
+    async def ListLeases(self, request, context):
+        await self._admin(context)
         leases = self.core.snapshot()["leases"]
         return pb.ListLeasesResponse(
             leases=[
@@ -338,8 +355,8 @@ class AdminService(rpc.AdminServicer):
             ]
         )
 
-    def ListApps(self, request, context):
-        self._admin(context)
+    async def ListApps(self, request, context):
+        await self._admin(context)
         snap = self.core.snapshot()
         now = self.core.clock()
         return pb.ListAppsResponse(
@@ -358,20 +375,20 @@ class AdminService(rpc.AdminServicer):
             ]
         )
 
-    def SetKnob(self, request, context):
-        self._admin(context)
+    async def SetKnob(self, request, context):
+        await self._admin(context)
         try:
             key, previous = self.core.set_knob(request.key, request.value)
         except RequestError as err:
-            _abort(context, err)
+            await _abort(context, err)
         return pb.SetKnobResponse(key=key, value=request.value, previous_value=previous)
 
-    def DrainNode(self, request, context):
-        self._admin(context)
+    async def DrainNode(self, request, context):
+        await self._admin(context)
         try:
             revoked = self.core.drain(request.machine, request.grace_seconds)
         except RequestError as err:
-            _abort(context, err)
+            await _abort(context, err)
         return pb.DrainNodeResponse(revoked_lease_ids=revoked)
 
 
@@ -394,15 +411,14 @@ def _credentials(config: Config) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials(pair)
 
 
-def build_server(core: ArbiterCore) -> tuple[grpc.Server, int]:
-    """A started-ready gRPC server for ``core``; returns (server, bound port).
+async def build_server(core: ArbiterCore) -> tuple[grpc.aio.Server, int]:
+    """An asyncio gRPC server for ``core`` (not yet started); returns (server, bound port).
 
-    Every open Session or share stream holds one worker thread for its lifetime, so
-    ``arbiter.grpc.max-workers`` bounds connected Agents plus subscribers plus in-flight calls.
+    Call it inside the event loop that will run the server. Streams cost no thread: a
+    thousand connected Agents are a thousand coroutines.
     """
     limit = core.config["arbiter.grpc.max-message-bytes"]
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=core.config["arbiter.grpc.max-workers"]),
+    server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
@@ -411,15 +427,11 @@ def build_server(core: ArbiterCore) -> tuple[grpc.Server, int]:
     rpc.add_AppMasterServicer_to_server(AppMasterService(core), server)
     rpc.add_QueryShareServicer_to_server(QueryShareService(core), server)
     rpc.add_AdminServicer_to_server(AdminService(core), server)
-    health_servicer = health.HealthServicer()
+    health_servicer = health_async.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in (
-        "",
-        "yarnarbiter.v1.AppMaster",
-        "yarnarbiter.v1.QueryShare",
-        "yarnarbiter.v1.Admin",
-    ):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    names = ("", "yarnarbiter.v1.AppMaster", "yarnarbiter.v1.QueryShare", "yarnarbiter.v1.Admin")
+    for name in names:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection(
         (
             pb.DESCRIPTOR.services_by_name["AppMaster"].full_name,
