@@ -277,6 +277,7 @@ class Agent:
 
     def _allocated(self, alloc: pb.Allocation, outbox: queue.Queue) -> None:
         now = time.time()
+        self.last_round = max(self.last_round, alloc.round)
         fresh = [
             HeldLease(x.lease_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s,
                       "leftover" if x.source == pb.LEASE_SOURCE_LEFTOVER else "auction")

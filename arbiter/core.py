@@ -239,15 +239,28 @@ class ArbiterCore:
 
     # ------------------------------------------------------------------ sessions
 
-    def open_session(self, app_id: str, outbox: Outbox | None = None) -> Outbox:
+    def open_session(
+        self, app_id: str, outbox: Outbox | None = None, resume_after_round: int = 0
+    ) -> Outbox:
         """Start ``app_id``'s session; messages for it go to ``outbox`` (anything with a
-        thread-safe ``put``; a new queue by default)."""
+        thread-safe ``put``; a new queue by default).
+
+        A reconnecting Agent says the last round it saw; the live leases it was granted in
+        later rounds (while it was away) are sent again as one Allocation per round.
+        """
         with self._lock:
             old = self.sessions.get(app_id)
             if old is not None:
                 old.outbox.put(CLOSE)  # a reconnect replaces the old stream
             session = _Session(outbox if outbox is not None else queue.Queue(), self.clock())
             self.sessions[app_id] = session
+            now = self.clock()
+            missed: dict[int, list[Lease]] = {}
+            for lease in self.state.leases:
+                if lease.app_id == app_id and lease.round > resume_after_round and lease.end > now:
+                    missed.setdefault(lease.round, []).append(lease)
+            for rnd in sorted(missed):
+                session.outbox.put(Allocation(rnd, tuple(missed[rnd]), 0.0))
             return session.outbox
 
     def close_session(self, app_id: str, outbox: Outbox) -> None:

@@ -204,7 +204,7 @@ class AppMasterService(rpc.AppMasterServicer):
         except RequestError as err:
             await _abort(context, err)
         outbox = _Bridge()
-        self.core.open_session(app_id, outbox)
+        self.core.open_session(app_id, outbox, first.hello.resume_after_round)
 
         async def read() -> None:
             try:

@@ -428,3 +428,25 @@ def test_oversized_and_unknown_inputs(tmp_path: Path) -> None:
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         a.stop(0)
+
+
+def test_reconnect_with_resume_resends_missed_allocations(arbiter: RunningArbiter) -> None:
+    """An Agent that reconnects saying the last round it saw gets the leases granted since."""
+    agent = Agent(arbiter, 4)
+    try:
+        wait_for(lambda: agent.of_kind("allocation"))
+        held = [x for x in leases_of(arbiter) if x.app_id == agent.app_id]
+        first_round = min(x.round for x in held)
+    finally:
+        agent.close()
+    hello = pb.AgentMessage(
+        hello=pb.SessionHello(app_id=agent.app_id, resume_after_round=first_round - 1)
+    )
+    stream = agent.stub.Session(iter([hello]), metadata=[("x-app-token", agent.token)])
+    msg = next(stream)
+    stream.cancel()
+    assert msg.WhichOneof("kind") == "allocation"
+    assert msg.allocation.round >= first_round
+    assert {g for x in msg.allocation.leases for g in x.gpu_ids} <= {
+        g for x in held for g in x.gpu_ids
+    }
