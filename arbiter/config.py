@@ -18,6 +18,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from arbiter.rounds import DEFAULT_BATCH_WINDOW, DEFAULT_FAIRNESS_KNOB, DEFAULT_LEASE_SECONDS
+
 __all__ = ["SCHEMA", "Config", "ConfigError", "Property", "env_name", "load_config"]
 
 
@@ -62,7 +64,7 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
             ),
             Property(
                 "arbiter.lease.seconds",
-                600.0,
+                DEFAULT_LEASE_SECONDS,
                 float,
                 lambda v: _finite(v) and v > 0,
                 "a number > 0",
@@ -70,7 +72,7 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
             ),
             Property(
                 "arbiter.themis.fairness-knob",
-                0.8,
+                DEFAULT_FAIRNESS_KNOB,
                 float,
                 lambda v: 0.0 <= v <= 1.0,
                 "a number in [0, 1]",
@@ -78,7 +80,7 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
             ),
             Property(
                 "arbiter.offer.batch-window.seconds",
-                2.0,
+                DEFAULT_BATCH_WINDOW,
                 float,
                 lambda v: _finite(v) and v >= 0,
                 "a number >= 0",

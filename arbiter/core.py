@@ -51,6 +51,7 @@ from arbiter.rounds import (
     expire_leases,
     filter_participants,
     free_gpus,
+    offer_due,
     rho_after_grant,
     run_round,
 )
@@ -602,7 +603,7 @@ class ArbiterCore:
         window = self.config["arbiter.offer.batch-window.seconds"]
         if self.first_freed_at is None:
             self.first_freed_at = now
-        if now - self.first_freed_at < window - 1e-9:
+        if not offer_due(self.first_freed_at, now, window):
             return
         rho = {a: self.rho_current(a, now) for a in eligible}
         participants = filter_participants(rho, self.config["arbiter.themis.fairness-knob"])

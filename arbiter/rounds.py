@@ -47,6 +47,7 @@ from types import MappingProxyType
 from arbiter.auction import Bid, PAResult, Rounding, partial_allocation
 
 __all__ = [
+    "DEFAULT_BATCH_WINDOW",
     "DEFAULT_FAIRNESS_KNOB",
     "DEFAULT_LEASE_SECONDS",
     "ArbiterState",

@@ -33,6 +33,7 @@ __all__ = [
     "TraceError",
     "TraceJob",
     "gavel_throughput",
+    "load_gavel_throughputs",
     "read_gavel",
     "read_philly",
     "read_pollux",
