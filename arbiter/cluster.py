@@ -54,6 +54,7 @@ __all__ = [
     "load_cluster",
     "parse_cluster",
     "shipped_specs",
+    "shorthand_cluster",
 ]
 
 
@@ -227,8 +228,41 @@ def parse_cluster(doc: Mapping[str, Any]) -> Cluster:
     return Cluster.from_machines(name, machines)
 
 
+def shorthand_cluster(spec: str) -> Cluster:
+    """A cluster from a shorthand (the simulator's, issue 4).
+
+    * ``gavel:V:P:K``: V v100, P p100 and K k80 GPUs, one GPU per server (Gavel's ``-c V:P:K``
+      with ``--num_gpus_per_server 1:1:1``); one rack per GPU type.
+    * ``nodes:N:G``: N identical machines with G GPUs each, one slot per machine (GPUs on a
+      machine share its interconnect), racks of at most 16 machines.
+    """
+    kind, _, rest = spec.partition(":")
+    try:
+        counts = [int(x) for x in rest.split(":")]
+    except ValueError:
+        counts = []
+    if kind == "gavel" and len(counts) == 3 and all(c >= 0 for c in counts) and sum(counts):
+        machines = [
+            Machine(f"{gtype}-{k:03d}", f"rack-{gtype}", 1, 1, gtype)
+            for gtype, n in zip(("v100", "p100", "k80"), counts, strict=True)
+            for k in range(n)
+        ]
+        return Cluster.from_machines(spec, machines)
+    if kind == "nodes" and len(counts) == 2 and all(c >= 1 for c in counts):
+        n, g = counts
+        machines = [Machine(f"node-{k:03d}", f"rack-{k // 16:02d}", 1, g, "gpu") for k in range(n)]
+        return Cluster.from_machines(spec, machines)
+    raise ClusterSpecError(
+        f"cluster shorthand {spec!r}: expected gavel:V:P:K (GPU counts, not all 0) "
+        "or nodes:N:G (N machines of G GPUs, both >= 1)"
+    )
+
+
 def load_cluster(spec: str | Path) -> Cluster:
-    """Load a cluster from a YAML file path, or by the name of a shipped spec."""
+    """Load a cluster from a YAML file path, a shipped spec's name, or a shorthand
+    (``gavel:V:P:K``, ``nodes:N:G``; see :func:`shorthand_cluster`)."""
+    if isinstance(spec, str) and spec.split(":", 1)[0] in ("gavel", "nodes") and ":" in spec:
+        return shorthand_cluster(spec)
     path = Path(spec)
     if not path.exists():
         shipped = shipped_specs()

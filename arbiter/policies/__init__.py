@@ -1,0 +1,39 @@
+"""Scheduling policies behind one interface (:mod:`arbiter.policies.base`), shared by the live
+arbiter and the simulator. :data:`POLICIES` maps the names users pass to ``--policy``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from arbiter.policies.base import Decision, JobView, Policy, PolicyError, Snapshot
+from arbiter.policies.fifo import Fifo
+from arbiter.policies.las import Las
+from arbiter.policies.themis import Themis
+from arbiter.policies.yarn_cs import YarnCapacity
+
+__all__ = [
+    "POLICIES",
+    "Decision",
+    "JobView",
+    "Policy",
+    "PolicyError",
+    "Snapshot",
+    "make_policy",
+]
+
+POLICIES: Mapping[str, Callable[..., Policy]] = {
+    "fifo": Fifo,
+    "las": Las,
+    "themis": Themis,
+    "yarn-cs": YarnCapacity,
+}
+
+
+def make_policy(name: str, **knobs) -> Policy:
+    """The policy called ``name`` with its knobs (e.g. ``fairness_knob``, ``lease_s``)."""
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r} (known: {', '.join(sorted(POLICIES))})")
+    try:
+        return POLICIES[name](**knobs)
+    except TypeError as exc:
+        raise ValueError(f"policy {name!r}: {exc}") from None

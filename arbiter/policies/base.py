@@ -1,0 +1,224 @@
+"""The policy interface both drivers call: a snapshot in, a decision out (ARCHITECTURE §1-2).
+
+A policy is an object with a ``name``, a default ``round_s`` (None = decide on every arrival,
+completion and requested wake-up; a number = time-sliced rounds of that length, Gavel-style) and
+one pure method ``decide(snapshot) -> Decision``. Any state a policy carries between calls (the
+Themis lease book, for instance) travels in ``Snapshot.policy_state`` / ``Decision.policy_state``,
+never on the policy object, so one policy object can serve many simulations.
+
+``Decision.allocation`` names every job that holds GPUs after the call and exactly which GPUs;
+a running job left out is preempted. A job runs only while it holds ``gang`` GPUs (gang
+semantics); a job holding fewer (YARN-style container hoarding) holds them idle.
+
+:class:`FreePool` is the shared placement rule: a gang goes to the free GPUs that give it the best
+measured rate, trying per GPU type a best-fit single machine, then the fewest machines of one
+rack, then of the cluster; ties go to the denser placement (fewer machines), then to cluster
+order. Gandiva's and Tiresias's own placement rules come with those policies (issue 8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from arbiter.cluster import Cluster
+from arbiter.placement import placement_of
+
+__all__ = ["Decision", "FreePool", "JobView", "Policy", "PolicyError", "Snapshot"]
+
+
+class PolicyError(ValueError):
+    """A policy's decision breaks the rules (over-allocation, unknown GPU, oversized gang)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What a policy may see of one active (arrived, unfinished) job."""
+
+    job_id: str
+    app_id: str
+    queue: str
+    arrival_s: float
+    gang: int
+    held: frozenset[str] = frozenset()
+    attained_gpu_s: float = 0.0  # GPU-seconds of service received so far (LAS)
+    first_start_s: float | None = None
+    # Known to simulated Agents (true job state); None in the live arbiter.
+    remaining_work: float | None = None
+    work: float | None = None
+    perf: Any = None  # a PerfModel
+    ideal_rate: float | None = None  # rate on the best placement of an empty cluster
+
+    @property
+    def running(self) -> bool:
+        return len(self.held) >= self.gang
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: float
+    cluster: Cluster
+    jobs: tuple[JobView, ...]  # active jobs, in arrival order
+    policy_state: Any = None
+
+    @property
+    def free(self) -> frozenset[str]:
+        held = set().union(*(j.held for j in self.jobs)) if self.jobs else set()
+        return self.cluster.gpu_ids - held
+
+
+@dataclass(frozen=True)
+class Decision:
+    allocation: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    policy_state: Any = None
+    wake_at: float | None = None  # call me again at this time even if nothing happens
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocation", MappingProxyType(dict(self.allocation)))
+
+
+class Policy(Protocol):
+    name: str
+    round_s: float | None
+
+    def decide(self, snapshot: Snapshot) -> Decision: ...
+
+
+def check_decision(snapshot: Snapshot, decision: Decision) -> None:
+    """Raise :class:`PolicyError` unless every GPU is known and held once, and no gang is
+    exceeded or given to an unknown job."""
+    jobs = {j.job_id: j for j in snapshot.jobs}
+    seen: dict[str, str] = {}
+    for job_id, gpus in decision.allocation.items():
+        job = jobs.get(job_id)
+        if job is None:
+            raise PolicyError(f"allocation names job {job_id!r}, which is not active")
+        if len(gpus) > job.gang:
+            raise PolicyError(f"job {job_id!r} given {len(gpus)} GPUs, its gang is {job.gang}")
+        unknown = snapshot.cluster.unknown(gpus)
+        if unknown:
+            raise PolicyError(f"job {job_id!r} given GPUs not in the cluster: {unknown[:3]}")
+        for g in gpus:
+            if g in seen:
+                raise PolicyError(f"GPU {g} given to both {seen[g]!r} and {job_id!r}")
+            seen[g] = job_id
+
+
+class FreePool:
+    """Free GPUs grouped by machine, for placing gangs within one decision (module docstring).
+
+    Mutable on purpose, but local to one ``decide`` call.
+    """
+
+    def __init__(self, cluster: Cluster, free: Iterable[str]) -> None:
+        self.cluster = cluster
+        order = {g.id: k for k, g in enumerate(cluster.gpus)}
+        self._order = order
+        self.by_machine: dict[str, list[str]] = {}
+        for g in sorted(free, key=order.__getitem__):
+            self.by_machine.setdefault(cluster.gpu(g).machine, []).append(g)
+        self._meta = {m.name: (m.gpu_type, m.rack) for m in cluster.machines}
+        self.size = sum(len(v) for v in self.by_machine.values())
+
+    def give(self, gpus: Iterable[str]) -> None:
+        for g in gpus:
+            lst = self.by_machine.setdefault(self.cluster.gpu(g).machine, [])
+            lst.append(g)
+            lst.sort(key=self._order.__getitem__)
+            self.size += 1
+
+    def take_any(self, n: int, perf: Any = None) -> frozenset[str]:
+        """Up to ``n`` free GPUs in cluster order, placement-blind (YARN containers), skipping
+        machines whose GPU type gives ``perf`` no throughput."""
+        out: list[str] = []
+        for m in sorted(
+            self.by_machine,
+            key=lambda m: self._order[self.by_machine[m][0]] if self.by_machine[m] else math.inf,
+        ):
+            if len(out) >= n:
+                break
+            if not self.by_machine[m]:
+                continue
+            if (
+                perf is not None
+                and not perf.rate(placement_of(self.cluster, self.by_machine[m][:1])) > 0
+            ):
+                continue
+            take = self.by_machine[m][: n - len(out)]
+            self.by_machine[m] = self.by_machine[m][len(take) :]
+            out.extend(take)
+        self.size -= len(out)
+        return frozenset(out)
+
+    def _candidates(self, n: int) -> list[list[str]]:
+        """Candidate machine lists (each totalling >= n free GPUs), best first per group."""
+        groups: dict[str, list[str]] = {}
+        for m, gpus in self.by_machine.items():
+            if gpus:
+                groups.setdefault(self._meta[m][0], []).append(m)
+        out: list[list[str]] = []
+        for machines in groups.values():
+            if sum(len(self.by_machine[m]) for m in machines) >= n:
+                out.append(self._fit(machines, n))
+        if not out and self.size >= n:
+            out.append(self._fit([m for ms in groups.values() for m in ms], n))
+        return out
+
+    def _fit(self, machines: list[str], n: int) -> list[str]:
+        free = self.by_machine
+        single = [m for m in machines if len(free[m]) >= n]
+        if single:
+            return [min(single, key=lambda m: len(free[m]))]  # best fit
+        racks: dict[str, list[str]] = {}
+        for m in machines:
+            racks.setdefault(self._meta[m][1], []).append(m)
+        fitting = [ms for ms in racks.values() if sum(len(free[m]) for m in ms) >= n]
+        pool = min(fitting, key=lambda ms: sum(len(free[m]) for m in ms)) if fitting else machines
+        chosen, got = [], 0
+        for m in sorted(pool, key=lambda m: -len(free[m])):
+            chosen.append(m)
+            got += len(free[m])
+            if got >= n:
+                break
+        return chosen
+
+    def take(self, n: int, perf: Any = None) -> frozenset[str] | None:
+        """Take ``n`` free GPUs for one gang, or None if fewer are free."""
+        if n <= 0:
+            return frozenset()
+        if n > self.size:
+            return None
+        candidates = self._candidates(n)
+        if not candidates:
+            return None
+        best, best_key = None, None
+        for machines in candidates:
+            gpus, need = [], n
+            for m in machines:
+                take = self.by_machine[m][:need]
+                gpus.extend(take)
+                need -= len(take)
+            rate = perf.rate(placement_of(self.cluster, gpus)) if perf is not None else 1.0
+            if not rate > 0:
+                continue  # the job cannot run on these GPUs (e.g. no throughput on the type)
+            key = (-rate, len(machines))
+            if best_key is None or key < best_key:
+                best, best_key = gpus, key
+        if best is None:
+            return None
+        chosen = set(best)
+        for m in {self.cluster.gpu(g).machine for g in best}:
+            self.by_machine[m] = [g for g in self.by_machine[m] if g not in chosen]
+        self.size -= n
+        return frozenset(best)
+
+
+def ideal_rate(cluster: Cluster, gang: int, perf: Any) -> float:
+    """The job's rate on the best placement of an empty cluster (placement score = 1)."""
+    gpus = FreePool(cluster, cluster.gpu_ids).take(gang, perf)
+    if gpus is None:
+        return math.nan
+    return perf.rate(placement_of(cluster, gpus))

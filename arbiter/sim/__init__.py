@@ -1,0 +1,1 @@
+"""Trace-driven simulator (issue 4): perf model, engine, metrics."""

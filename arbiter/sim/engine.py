@@ -1,0 +1,397 @@
+"""Event-driven, trace-driven simulator: the shell around a policy's ``decide`` (issue 4, item 1).
+
+Events are job arrivals, job completions, round ticks and wake-ups a policy asks for (lease
+ends). Between events every running job progresses at its placement's rate
+(:mod:`arbiter.sim.perf`). The policy is called
+
+* in *event* mode (``round_s`` None): at every time with an arrival, a completion or a wake-up;
+* in *round* mode: at every multiple of ``round_s`` while jobs are active, and at wake-ups. An
+  arrival waits for the next round and GPUs freed mid-round idle until it (Gavel's rounds).
+
+The engine applies each decision and checks it as it goes (every GPU in the cluster and held
+once, no gang exceeded, only active jobs): a violation raises :class:`PolicyError`. Jobs run
+only with their whole gang. Ties are broken by arrival time then job id, and policies get a
+seed, so a run is deterministic.
+
+:func:`isolated_run` is the ``isolated`` policy, the denominator of ρ: each job alone on a 1/N(t)
+share of the cluster, N(t) the jobs active at t in that same run, i.e. egalitarian processor
+sharing in which a job of gang g runs at ``iso_rate · min(1, C / (N(t)·g))``. ``iso_rate`` is the
+job's rate on 1/N of *every* GPU type: the mean of its best single-type rates weighted by how
+many GPUs of each type there are (types its gang does not fit on are left out). This makes ρ
+of every policy share one denominator that does not depend on the policy.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from arbiter.cluster import Cluster
+from arbiter.placement import placement_of
+from arbiter.policies.base import Decision, FreePool, JobView, Policy, PolicyError, Snapshot
+from arbiter.sim.perf import SimJob
+
+__all__ = ["JobResult", "SimResult", "isolated_rate", "isolated_run", "simulate"]
+
+_DONE = 1e-9  # relative remaining work treated as finished (float rounding)
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    app_id: str
+    queue: str
+    model: str
+    gang: int
+    arrival_s: float
+    start_s: float | None = None
+    finish_s: float | None = None
+    gpu_time_s: float = 0.0  # GPU-seconds held (running or hoarding)
+    busy_gpu_s: float = 0.0  # GPU-seconds running
+    placement_score: float = 1.0  # time-weighted rate / ideal rate (1 = ideal placement)
+    preemptions: int = 0
+    isolated_jct_s: float | None = None
+
+    @property
+    def jct_s(self) -> float | None:
+        return None if self.finish_s is None else self.finish_s - self.arrival_s
+
+    @property
+    def queueing_s(self) -> float | None:
+        return None if self.start_s is None else self.start_s - self.arrival_s
+
+    @property
+    def rho(self) -> float | None:
+        if self.jct_s is None or not self.isolated_jct_s:
+            return None
+        return self.jct_s / self.isolated_jct_s
+
+
+@dataclass
+class SimResult:
+    policy: str
+    cluster: str
+    num_gpus: int
+    jobs: list[JobResult]
+    timeline: list[tuple[float, int, int]] = field(default_factory=list)  # (t, busy, held)
+    decisions: int = 0
+    wall_s: float = 0.0
+    skipped: list[str] = field(default_factory=list)  # gangs larger than the cluster
+
+
+class _Run:
+    __slots__ = (
+        "attained",
+        "held",
+        "ideal",
+        "job",
+        "rate",
+        "remaining",
+        "res",
+        "score_w",
+        "since",
+        "version",
+    )  # fmt: skip
+
+    def __init__(self, job: SimJob, res: JobResult, ideal: float) -> None:
+        self.job, self.res, self.ideal = job, res, ideal
+        self.remaining = job.work
+        self.held: frozenset[str] = frozenset()
+        self.rate = 0.0
+        self.since = job.arrival_s
+        self.attained = 0.0
+        self.version = 0
+        self.score_w = 0.0  # ∫ rate/ideal dt over running time
+
+    def settle(self, t: float) -> None:
+        dt = t - self.since
+        if dt > 0:
+            self.res.gpu_time_s += len(self.held) * dt
+            if self.rate > 0:
+                self.remaining -= self.rate * dt
+                self.res.busy_gpu_s += self.job.gang * dt
+                self.attained += self.job.gang * dt
+                self.score_w += self.rate / self.ideal * dt
+        self.since = t
+
+    def view(self, t: float) -> JobView:
+        running = self.rate > 0
+        dt = t - self.since
+        return JobView(
+            job_id=self.job.job_id,
+            app_id=self.job.app_id,
+            queue=self.job.queue,
+            arrival_s=self.job.arrival_s,
+            gang=self.job.gang,
+            held=self.held,
+            attained_gpu_s=self.attained + (self.job.gang * dt if running else 0.0),
+            first_start_s=self.res.start_s,
+            remaining_work=max(0.0, self.remaining - (self.rate * dt if running else 0.0)),
+            work=self.job.work,
+            perf=self.job.perf,
+            ideal_rate=self.ideal,
+        )
+
+
+def _ideal_rates(cluster: Cluster, jobs: Sequence[SimJob]) -> dict[tuple[int, int], float]:
+    out: dict[tuple[int, int], float] = {}
+    for j in jobs:
+        key = (id(j.perf), j.gang)
+        if key not in out:
+            gpus = FreePool(cluster, cluster.gpu_ids).take(j.gang, j.perf)
+            out[key] = j.perf.rate(placement_of(cluster, gpus)) if gpus else math.nan
+    return out
+
+
+def simulate(
+    jobs: Sequence[SimJob],
+    cluster: Cluster,
+    policy: Policy,
+    *,
+    round_s: float | None = None,
+    progress: bool = False,
+    on_decision: Callable[[Snapshot, Decision], None] | None = None,
+    max_decisions: int | None = None,
+) -> SimResult:
+    """Replay ``jobs`` on ``cluster`` under ``policy`` (module docstring).
+
+    ``round_s`` overrides the policy's own round length (0 = event mode). ``on_decision`` sees
+    every snapshot and decision (tests use it to check invariants). ``max_decisions`` guards
+    against a policy that never lets jobs finish.
+    """
+    started = time.perf_counter()
+    rnd = policy.round_s if round_s is None else (round_s or None)
+    if rnd is not None and not (rnd > 0 and math.isfinite(rnd)):
+        raise ValueError(f"round_s must be positive, got {rnd}")
+    order = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
+    if len({j.job_id for j in order}) != len(order):
+        raise ValueError("job ids must be unique")
+    skipped = [j.job_id for j in order if j.gang > cluster.num_gpus]
+    order = [j for j in order if j.gang <= cluster.num_gpus]
+    ideal = _ideal_rates(cluster, order)
+    results = [JobResult(j.job_id, j.app_id, j.queue, j.model, j.gang, j.arrival_s) for j in order]
+    out = SimResult(policy.name, cluster.name, cluster.num_gpus, results, skipped=skipped)
+
+    active: dict[str, _Run] = {}  # insertion order = arrival order
+    owner: dict[str, str] = {}
+    heap: list[tuple[float, int, str, str, int]] = []  # (t, seq, kind, job_id, version)
+    seq = 0
+    nxt = 0  # next arrival index
+    state = None
+    busy = held_total = 0
+    finished = 0
+    next_tick = None if rnd is None else 0.0
+    bar = _progress(len(order), policy.name) if progress else None
+
+    def schedule_completion(run: _Run, t: float) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(
+            heap, (t + max(0.0, run.remaining) / run.rate, seq, "done", run.job.job_id, run.version)
+        )
+
+    t = 0.0
+    while nxt < len(order) or active:
+        candidates = []
+        if nxt < len(order):
+            candidates.append(order[nxt].arrival_s)
+        if heap:
+            candidates.append(heap[0][0])
+        if rnd is not None and active:
+            candidates.append(next_tick)
+        if not candidates:
+            raise PolicyError(
+                f"policy {policy.name!r} left {len(active)} jobs with nothing scheduled "
+                f"to happen at t={t:.0f} s (no running job, no wake-up)"
+            )
+        t = max(t, min(candidates))
+        if rnd is not None and (next_tick is None or next_tick < t):
+            next_tick = math.ceil(t / rnd - 1e-12) * rnd
+        decide = False
+        while nxt < len(order) and order[nxt].arrival_s <= t:
+            job = order[nxt]
+            active[job.job_id] = _Run(job, results[nxt], ideal[(id(job.perf), job.gang)])
+            nxt += 1
+            decide = decide or rnd is None
+        while heap and heap[0][0] <= t:
+            _, _, kind, job_id, version = heapq.heappop(heap)
+            if kind == "wake":
+                decide = True
+                continue
+            run = active.get(job_id)
+            if run is None or run.version != version:
+                continue
+            run.settle(t)
+            run.remaining = 0.0
+            run.res.finish_s = t
+            run.res.placement_score = run.score_w / max(run.res.busy_gpu_s / run.job.gang, 1e-12)
+            for g in run.held:
+                del owner[g]
+            busy -= run.job.gang
+            held_total -= len(run.held)
+            del active[job_id]
+            finished += 1
+            if bar:
+                bar.update(1)
+            decide = decide or rnd is None
+        if rnd is not None and next_tick is not None and t >= next_tick:
+            decide = True
+            next_tick = t + rnd
+        if decide and active:
+            snap = Snapshot(t, cluster, tuple(r.view(t) for r in active.values()), state)
+            decision = policy.decide(snap)
+            out.decisions += 1
+            if max_decisions is not None and out.decisions > max_decisions:
+                raise PolicyError(f"policy {policy.name!r} exceeded {max_decisions} decisions")
+            if on_decision:
+                on_decision(snap, decision)
+            state = decision.policy_state
+            busy, held_total, changed = _apply(
+                decision, active, owner, cluster, t, busy, held_total, policy.name
+            )
+            for run in changed:
+                if run.rate > 0:
+                    schedule_completion(run, t)
+            if decision.wake_at is not None and decision.wake_at > t:
+                seq += 1
+                heapq.heappush(heap, (decision.wake_at, seq, "wake", "", 0))
+        if not out.timeline or out.timeline[-1][1:] != (busy, held_total):
+            out.timeline.append((t, busy, held_total))
+    if bar:
+        bar.close()
+    out.wall_s = time.perf_counter() - started
+    return out
+
+
+def _apply(decision, active, owner, cluster, t, busy, held_total, name):
+    alloc = decision.allocation
+    changed = []
+    for job_id, gpus in alloc.items():
+        run = active.get(job_id)
+        if run is None:
+            raise PolicyError(f"policy {name!r} gave GPUs to {job_id!r}, which is not active")
+        if len(gpus) > run.job.gang:
+            raise PolicyError(
+                f"policy {name!r} gave {job_id!r} {len(gpus)} GPUs, its gang is {run.job.gang}"
+            )
+        if gpus != run.held:
+            changed.append(run)
+    for run in active.values():
+        if run.held and run.job.job_id not in alloc:
+            changed.append(run)
+    for run in changed:
+        run.settle(t)
+        for g in run.held:
+            del owner[g]
+        held_total -= len(run.held)
+        if run.rate > 0:
+            busy -= run.job.gang
+    for run in changed:
+        new = alloc.get(run.job.job_id, frozenset())
+        for g in new:
+            if g in owner:
+                raise PolicyError(
+                    f"policy {name!r} gave GPU {g} to both {owner[g]!r} and {run.job.job_id!r}"
+                )
+            if g not in cluster:
+                raise PolicyError(f"policy {name!r} gave unknown GPU {g!r} to {run.job.job_id!r}")
+            owner[g] = run.job.job_id
+        was_running = run.rate > 0
+        run.held = new
+        run.version += 1
+        held_total += len(new)
+        if len(new) >= run.job.gang:
+            run.rate = run.job.perf.rate(placement_of(cluster, new))
+            if not run.rate > 0:
+                raise PolicyError(f"job {run.job.job_id!r} has rate {run.rate} on its GPUs")
+            busy += run.job.gang
+            if run.res.start_s is None:
+                run.res.start_s = t
+        else:
+            run.rate = 0.0
+            if was_running:
+                run.res.preemptions += 1
+    return busy, held_total, changed
+
+
+def _progress(total: int, desc: str):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, desc=desc, unit="job", leave=False, mininterval=0.5)
+
+
+def isolated_rate(cluster: Cluster, job: SimJob) -> float:
+    """The job's rate on a 1/N share of every GPU type (module docstring)."""
+    by_type: dict[str, list[str]] = {}
+    for g in cluster.gpus:
+        by_type.setdefault(g.gpu_type, []).append(g.id)
+    total, weight = 0.0, 0
+    for ids in by_type.values():
+        if len(ids) >= job.gang:
+            gpus = FreePool(cluster, ids).take(job.gang, job.perf)
+            if gpus is not None:  # None: the job has no throughput on this type
+                total += len(ids) * job.perf.rate(placement_of(cluster, gpus))
+                weight += len(ids)
+    if weight:
+        return total / weight
+    gpus = FreePool(cluster, cluster.gpu_ids).take(job.gang, job.perf)
+    if gpus is None:
+        raise ValueError(f"job {job.job_id}: gang {job.gang} exceeds the cluster")
+    return job.perf.rate(placement_of(cluster, gpus))
+
+
+def isolated_run(jobs: Sequence[SimJob], cluster: Cluster) -> dict[str, float]:
+    """JCT of every job (gang <= cluster) under the isolated policy (module docstring).
+
+    Egalitarian processor sharing with per-gang virtual clocks: a job of gang g advances at
+    ``iso_rate · min(1, C / (N g))``; all jobs of one gang share that factor, so each gang keeps
+    a heap of finish points on its own virtual clock and an event costs O(gangs + log n).
+    """
+    c = cluster.num_gpus
+    order = sorted((j for j in jobs if j.gang <= c), key=lambda j: (j.arrival_s, j.job_id))
+    rate_cache: dict[tuple[int, int], float] = {}
+    clocks: dict[int, float] = {}  # gang -> virtual clock (seconds of full-speed running)
+    heaps: dict[int, list[tuple[float, str]]] = {}
+    arrival = {j.job_id: j.arrival_s for j in order}
+    n_active = 0
+    jct: dict[str, float] = {}
+    t, k = 0.0, 0
+
+    def speed(g: int) -> float:
+        return min(1.0, c / (n_active * g)) if n_active else 1.0
+
+    while k < len(order) or n_active:
+        # Next completion in real time.
+        t_done, g_done = math.inf, None
+        for g, h in heaps.items():
+            if h:
+                cand = t + (h[0][0] - clocks[g]) / speed(g)
+                if cand < t_done:
+                    t_done, g_done = cand, g
+        t_arr = order[k].arrival_s if k < len(order) else math.inf
+        t_next = min(t_done, t_arr)
+        for g in clocks:
+            clocks[g] += (t_next - t) * speed(g)
+        t = t_next
+        if t_arr <= t_done:
+            j = order[k]
+            k += 1
+            key = (id(j.perf), j.gang)
+            if key not in rate_cache:
+                rate_cache[key] = isolated_rate(cluster, j)
+            clocks.setdefault(j.gang, 0.0)
+            heapq.heappush(
+                heaps.setdefault(j.gang, []), (clocks[j.gang] + j.work / rate_cache[key], j.job_id)
+            )
+            n_active += 1
+        else:
+            target, job_id = heapq.heappop(heaps[g_done])
+            clocks[g_done] = max(clocks[g_done], target)
+            jct[job_id] = t - arrival[job_id]
+            n_active -= 1
+    return jct
