@@ -6,8 +6,11 @@ Subcommands so far:
   the worst (1 - f) bid for the free GPUs, a partial-allocation auction decides, leftovers go
   to the others, leases expire and the next round starts. Each round is printed as a table.
 * ``cluster``: list the shipped cluster specs or describe one (or a YAML file).
+* ``serve``: the gRPC arbiter on a declared cluster (:mod:`arbiter.server`).
+* ``simulate`` / ``compare``: replay a trace under one or several policies
+  (:mod:`arbiter.sim.cli`).
 
-Later issues add ``serve``, ``simulate``, ``sweep``, ``submit`` and ``status``.
+Later issues add ``sweep``, ``submit`` and ``status``.
 """
 
 from __future__ import annotations
@@ -315,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = sub.add_parser("cluster", help="list shipped cluster specs or describe one")
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
     cluster.set_defaults(func=_cmd_cluster)
+    from arbiter.sim.cli import add_parsers
+
+    add_parsers(sub)
     return parser
 
 
@@ -326,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         return args.func(args)
-    except (ClusterSpecError, ValueError, FileNotFoundError) as exc:
+    except (ClusterSpecError, ValueError, FileNotFoundError) as exc:  # PolicyError too
         print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
         return 2
 

@@ -14,6 +14,11 @@ Simulated Agent (decided here; the live Agent asks the app's AppScheduler instea
   the whole gang (∞ for fewer GPUs: gang semantics), and T_id = work / isolated rate ×
   max(1, gang · N / C): the job alone on a 1/N share of the cluster, N = apps active now.
   The isolated rate is the rate on the best placement of an empty cluster.
+* ρ_current of an app that wants GPUs: it holds none (partial gangs are released), so its true
+  ρ is ∞ (Gap 2) and every such app would tie. The Agent reports instead the ρ it would reach
+  if it got its ideal placement now, (elapsed + remaining / ideal rate) / T_id: a lower bound of
+  its final ρ that grows while it waits, so the apps hurt most relative to their isolated time
+  bid first. Bid rows keep ρ_old = ∞ for the empty row, as the auction requires.
 * A leftover grant that does not complete an app's gang (with everything else it holds or has
   reserved) is useless to it, so the Agent releases it at once; those GPUs wait for the next
   round (a release never starts a round by itself,
@@ -32,7 +37,7 @@ from types import MappingProxyType
 
 from arbiter.auction import Rounding
 from arbiter.bids import generate_bid
-from arbiter.placement import Placement
+from arbiter.placement import Placement, placement_of
 from arbiter.policies.base import Decision, JobView, Snapshot, ideal_rate
 from arbiter.rounds import (
     DEFAULT_FAIRNESS_KNOB,
@@ -71,16 +76,33 @@ def _estimator(job: JobView, snapshot: Snapshot, n_active: int):
     return rho
 
 
-def _release_incomplete(arb: ArbiterState, jobs, now: float) -> ArbiterState:
-    """Agents release leases (live or reserved for later) that cannot complete their gang."""
+def _rho_waiting(job: JobView, snapshot: Snapshot, n_active: int) -> float:
+    """ρ_current an Agent reports while its app holds nothing (module docstring)."""
+    iso_rate = job.ideal_rate or ideal_rate(snapshot.cluster, job.gang, job.perf)
+    t_id = job.work / iso_rate * max(1.0, job.gang * n_active / snapshot.cluster.num_gpus)
+    return (snapshot.now - job.arrival_s + job.remaining_work / iso_rate) / t_id
+
+
+def _release_unusable(arb: ArbiterState, snapshot: Snapshot, jobs) -> ArbiterState:
+    """Agents release leases (live or reserved for later) that cannot complete their gang, and
+    GPUs their job cannot run on at all (a leftover of a type without throughput for it)."""
+    now = snapshot.now
     committed: dict[str, set[str]] = {}
     for lease in arb.leases:
         if lease.end > now:
             committed.setdefault(lease.app_id, set()).update(lease.gpus)
-    partial = {a for a, gpus in committed.items() if len(gpus) < jobs[a].gang}
-    if not partial:
+    drop = set()
+    for a, gpus in committed.items():
+        job = jobs[a]
+        if len(gpus) < job.gang:
+            drop.add(a)
+            continue
+        live = arb.held_by(a, now)
+        if len(live) >= job.gang and not job.perf.rate(placement_of(snapshot.cluster, live)) > 0:
+            drop.add(a)
+    if not drop:
         return arb
-    keep = tuple(lease for lease in arb.leases if lease.app_id not in partial or lease.end <= now)
+    keep = tuple(lease for lease in arb.leases if lease.app_id not in drop or lease.end <= now)
     return replace(arb, leases=keep)
 
 
@@ -100,10 +122,10 @@ class Themis:
         jobs = {j.job_id: j for j in snapshot.jobs}
         arb, _ = expire_leases(st.arbiter, now)
         # Departed apps release their leases.
-        arb = _release_incomplete(
+        arb = _release_unusable(
             replace(arb, leases=tuple(lease for lease in arb.leases if lease.app_id in jobs)),
+            snapshot,
             jobs,
-            now,
         )
         held = {a: arb.held_by(a, now) for a in jobs}
         # GPUs an app holds now or has reserved for later (a leftover lease starting later).
@@ -117,8 +139,7 @@ class Themis:
         if offered and wanting:
             n = len(jobs)
             rho_fns = {a: _estimator(j, snapshot, n) for a, j in wanting.items()}
-            # An app that wants GPUs holds none (partial gangs were released): ρ = ∞ (Gap 2).
-            rho_now = dict.fromkeys(wanting, math.inf)
+            rho_now = {a: _rho_waiting(wanting[a], snapshot, n) for a in wanting}
             participants = filter_participants(
                 rho_now, self.fairness_knob, tie_break={a: last_bid.get(a, -1) for a in wanting}
             )
@@ -143,7 +164,7 @@ class Themis:
             )
             for a in participants:
                 last_bid[a] = arb.round
-            arb = _release_incomplete(arb, jobs, now)
+            arb = _release_unusable(arb, snapshot, jobs)
         alloc = {}
         for a, j in jobs.items():
             gpus = arb.held_by(a, now)
