@@ -96,12 +96,18 @@ class Cluster:
     machines: tuple[Machine, ...]
     gpus: tuple[GPU, ...]
     _by_id: Mapping[str, GPU] = field(init=False, repr=False, compare=False)
+    _index: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_id = {g.id: g for g in self.gpus}
         if len(by_id) != len(self.gpus):
             raise ClusterSpecError(f"cluster {self.name!r}: duplicate GPU ids")
         object.__setattr__(self, "_by_id", by_id)
+        object.__setattr__(self, "_index", {g.id: k for k, g in enumerate(self.gpus)})
+
+    def index(self, gpu_id: str) -> int:
+        """Position of the GPU in cluster order (machines as declared, then slot, then GPU)."""
+        return self._index[gpu_id]
 
     @classmethod
     def from_machines(cls, name: str, machines: Iterable[Machine]) -> Cluster:

@@ -81,6 +81,9 @@ class Decision:
 
 
 class Policy(Protocol):
+    """``preemptive`` (optional, default True): False promises the policy never takes GPUs
+    from a job, so a driver may skip calling it while no GPU is free."""
+
     name: str
     round_s: float | None
 
@@ -115,10 +118,9 @@ class FreePool:
 
     def __init__(self, cluster: Cluster, free: Iterable[str]) -> None:
         self.cluster = cluster
-        order = {g.id: k for k, g in enumerate(cluster.gpus)}
-        self._order = order
+        self._order = cluster._index  # noqa: SLF001 (read-only look-up table)
         self.by_machine: dict[str, list[str]] = {}
-        for g in sorted(free, key=order.__getitem__):
+        for g in sorted(free, key=cluster.index):
             self.by_machine.setdefault(cluster.gpu(g).machine, []).append(g)
         self._meta = {m.name: (m.gpu_type, m.rack) for m in cluster.machines}
         self.size = sum(len(v) for v in self.by_machine.values())
@@ -217,8 +219,24 @@ class FreePool:
 
 
 def ideal_rate(cluster: Cluster, gang: int, perf: Any) -> float:
-    """The job's rate on the best placement of an empty cluster (placement score = 1)."""
+    """The job's best rate on an empty cluster (placement score 1): the best of the pool's
+    densest placement and the even packings of k GPUs per machine on that GPU type (measured
+    profiles sometimes favour spreading, e.g. Pollux's bert on 2+2+2 beats 4+2)."""
     gpus = FreePool(cluster, cluster.gpu_ids).take(gang, perf)
     if gpus is None:
         return math.nan
-    return perf.rate(placement_of(cluster, gpus))
+    best = perf.rate(placement_of(cluster, gpus))
+    gtype = cluster.gpu(next(iter(gpus))).gpu_type
+    per_machine: dict[str, list[str]] = {}
+    for g in cluster.gpus:
+        if g.gpu_type == gtype:
+            per_machine.setdefault(g.machine, []).append(g.id)
+    widest = max(len(v) for v in per_machine.values())
+    for k in range(1, min(widest, gang) + 1):
+        ids: list[str] = []
+        for members in per_machine.values():
+            ids.extend(members[: min(k, gang - len(ids))])
+            if len(ids) == gang:
+                best = max(best, perf.rate(placement_of(cluster, ids)))
+                break
+    return best

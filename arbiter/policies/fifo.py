@@ -17,6 +17,7 @@ __all__ = ["Fifo"]
 @dataclass(frozen=True)
 class Fifo:
     name: str = "fifo"
+    preemptive: bool = False  # the simulator may skip calls when no GPU is free
     round_s: float | None = None
 
     def decide(self, snapshot: Snapshot) -> Decision:

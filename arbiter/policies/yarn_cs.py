@@ -30,6 +30,7 @@ __all__ = ["YarnCapacity"]
 @dataclass(frozen=True)
 class YarnCapacity:
     name: str = "yarn-cs"
+    preemptive: bool = False  # the simulator may skip calls when no GPU is free
     round_s: float | None = None
 
     def decide(self, snapshot: Snapshot) -> Decision:

@@ -31,7 +31,15 @@ from dataclasses import dataclass, field
 
 from arbiter.cluster import Cluster
 from arbiter.placement import placement_of
-from arbiter.policies.base import Decision, FreePool, JobView, Policy, PolicyError, Snapshot
+from arbiter.policies.base import (
+    Decision,
+    FreePool,
+    JobView,
+    Policy,
+    PolicyError,
+    Snapshot,
+    ideal_rate,
+)
 from arbiter.sim.perf import SimJob
 
 __all__ = ["JobResult", "SimResult", "isolated_rate", "isolated_run", "simulate"]
@@ -94,6 +102,7 @@ class _Run:
         "score_w",
         "since",
         "version",
+        "_cached",
     )  # fmt: skip
 
     def __init__(self, job: SimJob, res: JobResult, ideal: float) -> None:
@@ -105,6 +114,7 @@ class _Run:
         self.attained = 0.0
         self.version = 0
         self.score_w = 0.0  # ∫ rate/ideal dt over running time
+        self._cached: tuple[int, JobView] | None = None
 
     def settle(self, t: float) -> None:
         dt = t - self.since
@@ -119,8 +129,10 @@ class _Run:
 
     def view(self, t: float) -> JobView:
         running = self.rate > 0
+        if not running and self._cached is not None and self._cached[0] == self.version:
+            return self._cached[1]  # a job that does not run does not change between decisions
         dt = t - self.since
-        return JobView(
+        view = JobView(
             job_id=self.job.job_id,
             app_id=self.job.app_id,
             queue=self.job.queue,
@@ -134,6 +146,9 @@ class _Run:
             perf=self.job.perf,
             ideal_rate=self.ideal,
         )
+        if not running:
+            self._cached = (self.version, view)
+        return view
 
 
 def _ideal_rates(cluster: Cluster, jobs: Sequence[SimJob]) -> dict[tuple[int, int], float]:
@@ -141,8 +156,7 @@ def _ideal_rates(cluster: Cluster, jobs: Sequence[SimJob]) -> dict[tuple[int, in
     for j in jobs:
         key = (id(j.perf), j.gang)
         if key not in out:
-            gpus = FreePool(cluster, cluster.gpu_ids).take(j.gang, j.perf)
-            out[key] = j.perf.rate(placement_of(cluster, gpus)) if gpus else math.nan
+            out[key] = ideal_rate(cluster, j.gang, j.perf)
     return out
 
 
@@ -185,6 +199,7 @@ def simulate(
     finished = 0
     next_tick = None if rnd is None else 0.0
     bar = _progress(len(order), policy.name) if progress else None
+    preemptive = getattr(policy, "preemptive", True)
 
     def schedule_completion(run: _Run, t: float) -> None:
         nonlocal seq
@@ -210,7 +225,7 @@ def simulate(
         t = max(t, min(candidates))
         if rnd is not None and (next_tick is None or next_tick < t):
             next_tick = math.ceil(t / rnd - 1e-12) * rnd
-        decide = False
+        decide = woken = False
         while nxt < len(order) and order[nxt].arrival_s <= t:
             job = order[nxt]
             active[job.job_id] = _Run(job, results[nxt], ideal[(id(job.perf), job.gang)])
@@ -219,7 +234,7 @@ def simulate(
         while heap and heap[0][0] <= t:
             _, _, kind, job_id, version = heapq.heappop(heap)
             if kind == "wake":
-                decide = True
+                decide = woken = True
                 continue
             run = active.get(job_id)
             if run is None or run.version != version:
@@ -240,6 +255,8 @@ def simulate(
         if rnd is not None and next_tick is not None and t >= next_tick:
             decide = True
             next_tick = t + rnd
+        if decide and not preemptive and len(owner) == cluster.num_gpus and not woken:
+            decide = False  # a non-preemptive policy can change nothing on a full cluster
         if decide and active:
             snap = Snapshot(t, cluster, tuple(r.view(t) for r in active.values()), state)
             decision = policy.decide(snap)

@@ -196,8 +196,11 @@ def _pollux_steps(root: Path, model: str, batch_size: int) -> float:
 
 
 @functools.cache
-def _profile_model(root: Path, model: str) -> ProfileModel:
-    return ProfileModel.from_pollux_csv(root / "pollux" / "profiles" / model / "placements.csv")
+def _profile_perf(root: Path, model: str) -> SlowdownPerf:
+    """One shared model object per class, so per-(model, gang) caches stay small."""
+    return SlowdownPerf(
+        ProfileModel.from_pollux_csv(root / "pollux" / "profiles" / model / "placements.csv")
+    )
 
 
 PHILLY_CLASSES: tuple[tuple[float, str], ...] = (
@@ -225,6 +228,7 @@ def sim_jobs(
     """SimJobs for trace jobs of any format (``TraceJob.source`` picks the model)."""
     root = Path(data) if data is not None else data_root()
     out = []
+    locality = SlowdownPerf()
     for j in jobs:
         if j.source == "gavel":
             if gavel_throughputs is None:
@@ -243,12 +247,12 @@ def sim_jobs(
             model = j.model
         elif j.source == "philly":
             model = philly_class(j.gpu_time_s or 0.0)
-            perf = SlowdownPerf(_profile_model(root, model))
+            perf = _profile_perf(root, model)
             work = float(j.duration_s or 0)
         elif j.source == "tiresias":
-            perf, work, model = SlowdownPerf(), float(j.duration_s or 0), j.model
+            perf, work, model = locality, float(j.duration_s or 0), j.model
         elif j.source == "synergy":
-            perf, work, model = SlowdownPerf(), float(j.total_steps or 0), j.model
+            perf, work, model = locality, float(j.total_steps or 0), j.model
         else:
             raise TraceError(f"job {j.job_id}: unknown trace source {j.source!r}")
         if not work > 0:
