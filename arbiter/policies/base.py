@@ -118,7 +118,7 @@ class FreePool:
 
     def __init__(self, cluster: Cluster, free: Iterable[str]) -> None:
         self.cluster = cluster
-        self._order = cluster._index  # noqa: SLF001 (read-only look-up table)
+        self._order = cluster._index  # read-only look-up table
         self.by_machine: dict[str, list[str]] = {}
         for g in sorted(free, key=cluster.index):
             self.by_machine.setdefault(cluster.gpu(g).machine, []).append(g)

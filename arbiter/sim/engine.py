@@ -92,6 +92,7 @@ class SimResult:
 
 class _Run:
     __slots__ = (
+        "_cached",
         "attained",
         "held",
         "ideal",
@@ -102,7 +103,6 @@ class _Run:
         "score_w",
         "since",
         "version",
-        "_cached",
     )  # fmt: skip
 
     def __init__(self, job: SimJob, res: JobResult, ideal: float) -> None:
