@@ -111,6 +111,12 @@ def _greedy(machines: list[_MachineFree], n: int) -> frozenset[str] | None:
     return None
 
 
+def _rotations(racks: list[list[_MachineFree]]) -> list[list[_MachineFree]]:
+    """The machines of all racks, once starting from each rack (cross-rack sets then differ
+    in which racks, and so which GPU types, they lean on)."""
+    return [[m for ms in racks[k:] + racks[:k] for m in ms] for k in range(len(racks))]
+
+
 def candidate_sets(
     cluster: Cluster,
     offered: frozenset[str],
@@ -142,13 +148,13 @@ def candidate_sets(
                 if len(parts) == 1:
                     continue  # the single-machine sets above
                 found = [s for ms in racks if (s := _realise(ms, parts)) is not None]
-                if not found and (s := _realise(machines, parts)) is not None:
-                    found = [s]  # only across racks
+                if not found:  # only across racks: one set per starting rack
+                    found = [s for ms in _rotations(racks) if (s := _realise(ms, parts))]
                 sets.extend(found)
         else:
             found = [s for ms in racks if (s := _greedy(ms, n)) is not None]
-            if not found and (s := _greedy(machines, n)) is not None:
-                found = [s]
+            if not found:
+                found = [s for ms in _rotations(racks) if (s := _greedy(ms, n))]
             sets.extend(found)
         if sets:
             out[n] = list(dict.fromkeys(sets))

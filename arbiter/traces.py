@@ -116,6 +116,8 @@ def read_philly(
     target_load: float | None = None,
     cluster_gpus: int | None = None,
     seed: int = 0,
+    max_gpus: int | None = None,
+    max_duration_s: float | None = None,
 ) -> list[TraceJob]:
     path = Path(path)
     raw = []
@@ -146,6 +148,10 @@ def read_philly(
             raise TraceError(f"time_window must have start < end, got {time_window}")
         jobs = [j for j in jobs if start <= j.arrival_s < end]
         jobs = [TraceJob(**{**j.__dict__, "arrival_s": j.arrival_s - start}) for j in jobs]
+    if max_gpus is not None:
+        jobs = [j for j in jobs if j.num_gpus <= max_gpus]
+    if max_duration_s is not None:
+        jobs = [j for j in jobs if (j.duration_s or 0.0) <= max_duration_s]
     if target_load is not None:
         if cluster_gpus is None or cluster_gpus < 1 or not target_load > 0:
             raise TraceError("target_load needs a positive load and cluster_gpus >= 1")

@@ -382,3 +382,50 @@ def test_simjob_validation() -> None:
         with pytest.raises(ValueError, match="work"):
             SimJob("j", 0.0, 1, work, SlowdownPerf())
     assert SimJob("j", 0.0, 1, 1.0, SlowdownPerf()).app_id == "j"
+
+
+def _shapes(n: int, machines: int, per_machine: int) -> set[tuple[int, ...]]:
+    """Per-machine GPU counts (descending, no zeros) of n GPUs on the given machines."""
+    if n == 0:
+        return {()}
+    if machines == 0:
+        return set()
+    return {
+        tuple(sorted((first, *rest), reverse=True))
+        for first in range(1, min(n, per_machine) + 1)
+        for rest in _shapes(n - first, machines - 1, per_machine)
+    }
+
+
+def test_ideal_rate_is_the_best_placement_example() -> None:
+    """cifar10 at B=512 on 5 GPUs of nodes:4:4: the profile's 3+1+1 split (local batch 102.4,
+    nearest measured 91) steps faster than the 4+1, 3+2, 2+2+1 splits ``ideal_rate`` considers.
+    ``ideal_rate`` promises the best rate on an empty cluster (placement score 1)."""
+    cluster = shorthand_cluster("nodes:4:4")
+    perf = _pollux("cifar10", 512)
+    spread = perf.rate(
+        placement_of(cluster, _gpus_on(cluster, {"node-000": 3, "node-001": 1, "node-002": 1}))
+    )
+    assert ideal_rate(cluster, 5, perf) >= spread * (1 - 1e-9)
+
+
+def test_ideal_rate_is_the_best_placement_pollux_sweep() -> None:
+    """Every profiled model at every measured batch size, every gang 1..16 on nodes:4:4: no
+    placement of the gang beats ``ideal_rate`` (else placement scores exceed 1 and a job can
+    finish faster than its 'ideal' duration)."""
+    cluster = shorthand_cluster("nodes:4:4")
+    machines = [[g.id for g in cluster.gpus if g.machine == m.name] for m in cluster.machines]
+    worse = []
+    for model in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"):
+        batches = sorted(int(p.stem.split("-")[1]) for p in (PROFILES / model).glob("valid*.csv"))
+        for batch in batches:
+            perf = _pollux(model, batch)
+            for n in range(1, 17):
+                ideal = ideal_rate(cluster, n, perf)
+                for shape in _shapes(n, 4, 4):
+                    gpus = [g for k, c in enumerate(shape) for g in machines[k][:c]]
+                    rate = perf.rate(placement_of(cluster, gpus))
+                    if rate > ideal * (1 + 1e-9):
+                        worse.append((round(rate / ideal, 3), model, batch, n, shape))
+    worse.sort(reverse=True)
+    assert not worse, f"{len(worse)} placements beat ideal_rate, worst: {worse[:5]}"

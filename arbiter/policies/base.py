@@ -219,24 +219,55 @@ class FreePool:
 
 
 def ideal_rate(cluster: Cluster, gang: int, perf: Any) -> float:
-    """The job's best rate on an empty cluster (placement score 1): the best of the pool's
-    densest placement and the even packings of k GPUs per machine on that GPU type (measured
-    profiles sometimes favour spreading, e.g. Pollux's bert on 2+2+2 beats 4+2)."""
-    gpus = FreePool(cluster, cluster.gpu_ids).take(gang, perf)
-    if gpus is None:
-        return math.nan
-    best = perf.rate(placement_of(cluster, gpus))
-    gtype = cluster.gpu(next(iter(gpus))).gpu_type
+    """The job's best rate on an empty cluster (placement score 1); NaN if nothing can run it.
+
+    Per GPU type, every split of the gang over machines (integer partitions with parts no
+    bigger than a machine, for gangs up to 16 GPUs; the even packings of k per machine beyond)
+    is realised on the largest machines and rated: measured profiles sometimes favour spreading
+    (Pollux's cifar10 runs faster on 3+1+1 than on 4+1). A gang no single type can hold is
+    rated on the pool's placement across types.
+    """
+    by_type: dict[str, list[list[str]]] = {}
     per_machine: dict[str, list[str]] = {}
     for g in cluster.gpus:
-        if g.gpu_type == gtype:
-            per_machine.setdefault(g.machine, []).append(g.id)
-    widest = max(len(v) for v in per_machine.values())
-    for k in range(1, min(widest, gang) + 1):
-        ids: list[str] = []
-        for members in per_machine.values():
-            ids.extend(members[: min(k, gang - len(ids))])
-            if len(ids) == gang:
-                best = max(best, perf.rate(placement_of(cluster, ids)))
-                break
-    return best
+        per_machine.setdefault(g.machine, []).append(g.id)
+    for m in cluster.machines:
+        if per_machine.get(m.name):
+            by_type.setdefault(m.gpu_type, []).append(per_machine[m.name])
+    best = -math.inf
+    for machines in by_type.values():
+        machines = sorted(machines, key=len, reverse=True)
+        if sum(len(ms) for ms in machines) < gang:
+            continue
+        widest = len(machines[0])
+        splits = (
+            _partitions(gang, widest)
+            if gang <= 16
+            else [
+                (k,) * (gang // k) + ((gang % k,) if gang % k else ()) for k in range(1, widest + 1)
+            ]
+        )
+        for parts in splits:
+            if len(parts) > len(machines) or any(
+                p > len(ms) for p, ms in zip(parts, machines, strict=False)
+            ):
+                continue
+            ids = [g for p, ms in zip(parts, machines, strict=False) for g in ms[:p]]
+            best = max(best, perf.rate(placement_of(cluster, ids)))
+    if best == -math.inf:
+        gpus = FreePool(cluster, cluster.gpu_ids).take(gang, perf)
+        if gpus is None:
+            return math.nan
+        best = perf.rate(placement_of(cluster, gpus))
+    return best if best > 0 else math.nan
+
+
+def _partitions(n: int, largest: int) -> list[tuple[int, ...]]:
+    """Integer partitions of n with parts <= largest, in descending order."""
+    if n == 0:
+        return [()]
+    return [
+        (first, *rest)
+        for first in range(min(n, largest), 0, -1)
+        for rest in _partitions(n - first, first)
+    ]

@@ -20,9 +20,11 @@ Simulated Agent (decided here; the live Agent asks the app's AppScheduler instea
   its final ρ that grows while it waits, so the apps hurt most relative to their isolated time
   bid first. Bid rows keep ρ_old = ∞ for the empty row, as the auction requires.
 * A leftover grant that does not complete an app's gang (with everything else it holds or has
-  reserved) is useless to it, so the Agent releases it at once; those GPUs wait for the next
-  round (a release never starts a round by itself,
-  which would loop).
+  reserved) is useless to it, so the Agent releases it at once.
+
+Released GPUs are re-offered at once in another round of the same call (up to
+``rounds_per_call`` rounds) when some waiting gang fits in what is free; otherwise they would
+idle for a whole lease. No auction is run when no waiting gang fits in the free GPUs.
 
 ``Decision.wake_at`` asks the simulator to call again when the next lease ends or a reserved
 leftover lease starts (lease-time rounding splits a lease in time).
@@ -115,6 +117,7 @@ class Themis:
     rounding: Rounding = Rounding.LEASE_TIME
     max_rows: int = 32
     seed: int = 0
+    rounds_per_call: int = 4
 
     def decide(self, snapshot: Snapshot) -> Decision:
         now, cluster = snapshot.now, snapshot.cluster
@@ -127,16 +130,18 @@ class Themis:
             snapshot,
             jobs,
         )
-        held = {a: arb.held_by(a, now) for a in jobs}
-        # GPUs an app holds now or has reserved for later (a leftover lease starting later).
-        committed = {a: set(held[a]) for a in jobs}
-        for lease in arb.leases:
-            if lease.end > now:
-                committed[lease.app_id] |= lease.gpus
-        wanting = {a: j for a, j in jobs.items() if len(committed[a]) < j.gang}
-        offered = free_gpus(arb, now)
         last_bid = dict(st.last_bid)
-        if offered and wanting:
+        for _ in range(self.rounds_per_call):
+            held = {a: arb.held_by(a, now) for a in jobs}
+            # GPUs an app holds now or has reserved for later (a leftover lease starting later).
+            committed = {a: set(held[a]) for a in jobs}
+            for lease in arb.leases:
+                if lease.end > now:
+                    committed[lease.app_id] |= lease.gpus
+            wanting = {a: j for a, j in jobs.items() if len(committed[a]) < j.gang}
+            offered = free_gpus(arb, now)
+            if not any(j.gang - len(committed[a]) <= len(offered) for a, j in wanting.items()):
+                break  # nobody's gang fits in what is free: no auction
             n = len(jobs)
             rho_fns = {a: _estimator(j, snapshot, n) for a, j in wanting.items()}
             rho_now = {a: _rho_waiting(wanting[a], snapshot, n) for a in wanting}
@@ -165,6 +170,8 @@ class Themis:
             for a in participants:
                 last_bid[a] = arb.round
             arb = _release_unusable(arb, snapshot, jobs)
+            if free_gpus(arb, now) == offered:
+                break  # nothing stuck: another round now would change nothing
         alloc = {}
         for a, j in jobs.items():
             gpus = arb.held_by(a, now)

@@ -66,6 +66,10 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="philly: sample jobs to this GPU-time / (window x cluster GPUs)",
     )
     p.add_argument("--max-jobs", type=int, help="keep only the first N jobs")
+    p.add_argument("--max-gpus", type=int, help="drop jobs asking for more GPUs than this")
+    p.add_argument(
+        "--max-duration", type=float, help="philly: drop jobs longer than this many seconds"
+    )
     p.add_argument("--json", help="write the summary (and per-job rows) as JSON here")
     p.add_argument("--csv", help="write per-job rows as CSV here (compare: one file per policy)")
     p.add_argument("--plot", help="write ρ CDF, JCT CDF and utilization PNGs into this folder")
@@ -134,7 +138,8 @@ def _run(args, policies: list[str]) -> int:
     cluster = load_cluster(args.cluster)
     jobs = load_jobs(
         args.trace, args.format, cluster=cluster, time_window=args.window,
-        target_load=args.target_load, max_jobs=args.max_jobs, seed=args.seed,
+        target_load=args.target_load, max_jobs=args.max_jobs, max_gpus=args.max_gpus,
+        max_duration_s=args.max_duration, seed=args.seed,
     )  # fmt: skip
     if not jobs:
         raise ValueError("the trace (after window/sampling) has no jobs")

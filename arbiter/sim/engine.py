@@ -33,7 +33,6 @@ from arbiter.cluster import Cluster
 from arbiter.placement import placement_of
 from arbiter.policies.base import (
     Decision,
-    FreePool,
     JobView,
     Policy,
     PolicyError,
@@ -87,7 +86,7 @@ class SimResult:
     timeline: list[tuple[float, int, int]] = field(default_factory=list)  # (t, busy, held)
     decisions: int = 0
     wall_s: float = 0.0
-    skipped: list[str] = field(default_factory=list)  # gangs larger than the cluster
+    skipped: list[str] = field(default_factory=list)  # gang > cluster, or no type runs it
 
 
 class _Run:
@@ -183,9 +182,12 @@ def simulate(
     order = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
     if len({j.job_id for j in order}) != len(order):
         raise ValueError("job ids must be unique")
-    skipped = [j.job_id for j in order if j.gang > cluster.num_gpus]
-    order = [j for j in order if j.gang <= cluster.num_gpus]
-    ideal = _ideal_rates(cluster, order)
+    fits = [j for j in order if j.gang <= cluster.num_gpus]
+    ideal = _ideal_rates(cluster, fits)
+    # Skipped: gangs bigger than the cluster, and jobs no GPU type can run (zero throughput).
+    runnable = {j.job_id for j in fits if ideal[(id(j.perf), j.gang)] > 0}
+    skipped = [j.job_id for j in order if j.job_id not in runnable]
+    order = [j for j in order if j.job_id in runnable]
     results = [JobResult(j.job_id, j.app_id, j.queue, j.model, j.gang, j.arrival_s) for j in order]
     out = SimResult(policy.name, cluster.name, cluster.num_gpus, results, skipped=skipped)
 
@@ -343,23 +345,25 @@ def _progress(total: int, desc: str):
 
 
 def isolated_rate(cluster: Cluster, job: SimJob) -> float:
-    """The job's rate on a 1/N share of every GPU type (module docstring)."""
+    """The job's rate on a 1/N share of every GPU type (module docstring); NaN if no type
+    can run it."""
     by_type: dict[str, list[str]] = {}
     for g in cluster.gpus:
         by_type.setdefault(g.gpu_type, []).append(g.id)
     total, weight = 0.0, 0
     for ids in by_type.values():
         if len(ids) >= job.gang:
-            gpus = FreePool(cluster, ids).take(job.gang, job.perf)
-            if gpus is not None:  # None: the job has no throughput on this type
-                total += len(ids) * job.perf.rate(placement_of(cluster, gpus))
+            sub = Cluster.from_machines(
+                cluster.name,
+                [m for m in cluster.machines if m.gpu_type == cluster.gpu(ids[0]).gpu_type],
+            )
+            rate = ideal_rate(sub, job.gang, job.perf)
+            if rate > 0:  # NaN: the job has no throughput on this type
+                total += len(ids) * rate
                 weight += len(ids)
     if weight:
         return total / weight
-    gpus = FreePool(cluster, cluster.gpu_ids).take(job.gang, job.perf)
-    if gpus is None:
-        raise ValueError(f"job {job.job_id}: gang {job.gang} exceeds the cluster")
-    return job.perf.rate(placement_of(cluster, gpus))
+    return ideal_rate(cluster, job.gang, job.perf)  # no single type holds it (NaN: none runs it)
 
 
 def isolated_run(jobs: Sequence[SimJob], cluster: Cluster) -> dict[str, float]:
@@ -401,6 +405,8 @@ def isolated_run(jobs: Sequence[SimJob], cluster: Cluster) -> dict[str, float]:
             key = (id(j.perf), j.gang)
             if key not in rate_cache:
                 rate_cache[key] = isolated_rate(cluster, j)
+            if not rate_cache[key] > 0:
+                continue  # no GPU type runs this job: left out, as the simulator skips it
             clocks.setdefault(j.gang, 0.0)
             heapq.heappush(
                 heaps.setdefault(j.gang, []), (clocks[j.gang] + j.work / rate_cache[key], j.job_id)

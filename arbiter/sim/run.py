@@ -68,20 +68,30 @@ def load_jobs(
     time_window: tuple[float, float] | None = None,
     target_load: float | None = None,
     max_jobs: int | None = None,
+    max_gpus: int | None = None,
+    max_duration_s: float | None = None,
     seed: int = 0,
 ) -> list[SimJob]:
     path = resolve_trace(trace)
     fmt = fmt or detect_format(path)
     options: dict = {}
     if fmt == "philly":
-        options = {"time_window": time_window, "target_load": target_load, "seed": seed}
+        options = {
+            "time_window": time_window,
+            "target_load": target_load,
+            "seed": seed,
+            "max_gpus": max_gpus,
+            "max_duration_s": max_duration_s,
+        }
         if target_load is not None:
             if cluster is None:
                 raise TraceError("target_load needs the cluster")
             options["cluster_gpus"] = cluster.num_gpus
-    elif time_window is not None or target_load is not None:
-        raise TraceError(f"time window and target load apply to philly traces, not {fmt}")
+    elif time_window is not None or target_load is not None or max_duration_s is not None:
+        raise TraceError(f"window, target load, max duration apply to philly traces, not {fmt}")
     jobs = read_trace(path, fmt, **options)
+    if max_gpus is not None and fmt != "philly":
+        jobs = [j for j in jobs if j.num_gpus <= max_gpus]
     if max_jobs is not None:
         jobs = jobs[:max_jobs]
     return sim_jobs(jobs)
