@@ -118,6 +118,7 @@ def read_philly(
     seed: int = 0,
     max_gpus: int | None = None,
     max_duration_s: float | None = None,
+    min_duration_s: float | None = None,
 ) -> list[TraceJob]:
     path = Path(path)
     raw = []
@@ -152,6 +153,8 @@ def read_philly(
         jobs = [j for j in jobs if j.num_gpus <= max_gpus]
     if max_duration_s is not None:
         jobs = [j for j in jobs if (j.duration_s or 0.0) <= max_duration_s]
+    if min_duration_s is not None:
+        jobs = [j for j in jobs if (j.duration_s or 0.0) >= min_duration_s]
     if target_load is not None:
         if cluster_gpus is None or cluster_gpus < 1 or not target_load > 0:
             raise TraceError("target_load needs a positive load and cluster_gpus >= 1")

@@ -70,6 +70,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-duration", type=float, help="philly: drop jobs longer than this many seconds"
     )
+    p.add_argument(
+        "--min-duration", type=float, help="philly: drop jobs shorter than this many seconds"
+    )
     p.add_argument("--json", help="write the summary (and per-job rows) as JSON here")
     p.add_argument("--csv", help="write per-job rows as CSV here (compare: one file per policy)")
     p.add_argument("--plot", help="write ρ CDF, JCT CDF and utilization PNGs into this folder")
@@ -139,7 +142,7 @@ def _run(args, policies: list[str]) -> int:
     jobs = load_jobs(
         args.trace, args.format, cluster=cluster, time_window=args.window,
         target_load=args.target_load, max_jobs=args.max_jobs, max_gpus=args.max_gpus,
-        max_duration_s=args.max_duration, seed=args.seed,
+        max_duration_s=args.max_duration, min_duration_s=args.min_duration, seed=args.seed,
     )  # fmt: skip
     if not jobs:
         raise ValueError("the trace (after window/sampling) has no jobs")

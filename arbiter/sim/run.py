@@ -70,6 +70,7 @@ def load_jobs(
     max_jobs: int | None = None,
     max_gpus: int | None = None,
     max_duration_s: float | None = None,
+    min_duration_s: float | None = None,
     seed: int = 0,
 ) -> list[SimJob]:
     path = resolve_trace(trace)
@@ -82,13 +83,14 @@ def load_jobs(
             "seed": seed,
             "max_gpus": max_gpus,
             "max_duration_s": max_duration_s,
+            "min_duration_s": min_duration_s,
         }
         if target_load is not None:
             if cluster is None:
                 raise TraceError("target_load needs the cluster")
             options["cluster_gpus"] = cluster.num_gpus
-    elif time_window is not None or target_load is not None or max_duration_s is not None:
-        raise TraceError(f"window, target load, max duration apply to philly traces, not {fmt}")
+    elif any(x is not None for x in (time_window, target_load, max_duration_s, min_duration_s)):
+        raise TraceError(f"window, target load, durations apply to philly traces, not {fmt}")
     jobs = read_trace(path, fmt, **options)
     if max_gpus is not None and fmt != "philly":
         jobs = [j for j in jobs if j.num_gpus <= max_gpus]
