@@ -85,21 +85,30 @@ def _rho_waiting(job: JobView, snapshot: Snapshot, n_active: int) -> float:
     return (snapshot.now - job.arrival_s + job.remaining_work / iso_rate) / t_id
 
 
-def _release_unusable(arb: ArbiterState, snapshot: Snapshot, jobs) -> ArbiterState:
-    """Agents release leases (live or reserved for later) that cannot complete their gang, and
-    GPUs their job cannot run on at all (a leftover of a type without throughput for it)."""
-    now = snapshot.now
+def _holdings(arb: ArbiterState, now: float) -> tuple[dict[str, frozenset], dict[str, set]]:
+    """Per app: GPUs in leases live now, and GPUs in leases not yet ended (live or reserved)."""
+    live: dict[str, set[str]] = {}
     committed: dict[str, set[str]] = {}
     for lease in arb.leases:
         if lease.end > now:
             committed.setdefault(lease.app_id, set()).update(lease.gpus)
+            if lease.start <= now:
+                live.setdefault(lease.app_id, set()).update(lease.gpus)
+    return {a: frozenset(g) for a, g in live.items()}, committed
+
+
+def _release_unusable(arb: ArbiterState, snapshot: Snapshot, jobs) -> ArbiterState:
+    """Agents release leases (live or reserved for later) that cannot complete their gang, and
+    GPUs their job cannot run on at all (a leftover of a type without throughput for it)."""
+    now = snapshot.now
+    live_by_app, committed = _holdings(arb, now)
     drop = set()
     for a, gpus in committed.items():
         job = jobs[a]
         if len(gpus) < job.gang:
             drop.add(a)
             continue
-        live = arb.held_by(a, now)
+        live = live_by_app.get(a, frozenset())
         if len(live) >= job.gang and not job.perf.rate(placement_of(snapshot.cluster, live)) > 0:
             drop.add(a)
     if not drop:
@@ -132,12 +141,10 @@ class Themis:
         )
         last_bid = dict(st.last_bid)
         for _ in range(self.rounds_per_call):
-            held = {a: arb.held_by(a, now) for a in jobs}
+            live_by_app, reserved = _holdings(arb, now)
+            held = {a: live_by_app.get(a, frozenset()) for a in jobs}
             # GPUs an app holds now or has reserved for later (a leftover lease starting later).
-            committed = {a: set(held[a]) for a in jobs}
-            for lease in arb.leases:
-                if lease.end > now:
-                    committed[lease.app_id] |= lease.gpus
+            committed = {a: reserved.get(a, set()) for a in jobs}
             wanting = {a: j for a, j in jobs.items() if len(committed[a]) < j.gang}
             offered = free_gpus(arb, now)
             if not any(j.gang - len(committed[a]) <= len(offered) for a, j in wanting.items()):
@@ -172,9 +179,10 @@ class Themis:
             arb = _release_unusable(arb, snapshot, jobs)
             if free_gpus(arb, now) == offered:
                 break  # nothing stuck: another round now would change nothing
+        final, _ = _holdings(arb, now)
         alloc = {}
         for a, j in jobs.items():
-            gpus = arb.held_by(a, now)
+            gpus = final.get(a, frozenset())
             if len(gpus) >= j.gang:
                 alloc[a] = gpus
         wake = min(
