@@ -45,6 +45,7 @@ from arbiter.rounds import (
     DEFAULT_FAIRNESS_KNOB,
     DEFAULT_LEASE_SECONDS,
     ArbiterState,
+    LeaseSource,
     expire_leases,
     filter_participants,
     free_gpus,
@@ -102,6 +103,12 @@ def _release_unusable(arb: ArbiterState, snapshot: Snapshot, jobs) -> ArbiterSta
     GPUs their job cannot run on at all (a leftover of a type without throughput for it)."""
     now = snapshot.now
     live_by_app, committed = _holdings(arb, now)
+    # Auction grants come from rows the app priced, so only leftovers can be unusable.
+    leftover_apps = {
+        lease.app_id
+        for lease in arb.leases
+        if lease.source is LeaseSource.LEFTOVER and lease.live_at(now)
+    }
     drop = set()
     for a, gpus in committed.items():
         job = jobs[a]
@@ -109,7 +116,11 @@ def _release_unusable(arb: ArbiterState, snapshot: Snapshot, jobs) -> ArbiterSta
             drop.add(a)
             continue
         live = live_by_app.get(a, frozenset())
-        if len(live) >= job.gang and not job.perf.rate(placement_of(snapshot.cluster, live)) > 0:
+        if (
+            a in leftover_apps
+            and len(live) >= job.gang
+            and not job.perf.rate(placement_of(snapshot.cluster, live)) > 0
+        ):
             drop.add(a)
     if not drop:
         return arb
