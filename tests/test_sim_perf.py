@@ -429,3 +429,17 @@ def test_ideal_rate_is_the_best_placement_pollux_sweep() -> None:
                         worse.append((round(rate / ideal, 3), model, batch, n, shape))
     worse.sort(reverse=True)
     assert not worse, f"{len(worse)} placements beat ideal_rate, worst: {worse[:5]}"
+
+
+def test_gavel_placement_blind_uses_the_consolidated_rate_when_spread() -> None:
+    from arbiter.traces import load_gavel_throughputs
+
+    table = load_gavel_throughputs(data_root() / "gavel" / "simulation_throughputs.json")
+    job = "ResNet-18 (batch size 128)"
+    cluster = shorthand_cluster("gavel:4:0:0")
+    spread = placement_of(cluster, [g.id for g in cluster.gpus])
+    measured = GavelModel.from_table(table, job, 4)
+    blind = GavelModel.from_table(table, job, 4, placement_blind=True)
+    assert measured.rate(spread) == table["v100_unconsolidated"][f"('{job}', 4)"]["null"]
+    assert blind.rate(spread) == table["v100"][f"('{job}', 4)"]["null"]
+    assert blind.rate(spread) > measured.rate(spread)

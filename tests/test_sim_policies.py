@@ -95,6 +95,16 @@ def test_fifo_backfills_past_a_big_job() -> None:
     assert (30.0, 2, 2) in res.timeline
 
 
+def test_strict_fifo_does_not_backfill() -> None:
+    """The same trace with backfill=False (Gavel's FIFO): c waits behind b.
+
+    a runs 0-100; b (4 GPUs) starts at 100, done 150; c starts at 150, done 170 (JCT 160).
+    """
+    jobs = [J("a", 0, 2, 100), J("b", 0, 4, 50), J("c", 10, 2, 20)]
+    res, _ = run("fifo", jobs, "nodes:1:4", knobs={"backfill": False})
+    assert jcts(res) == {"a": 100.0, "b": 150.0, "c": 160.0}
+
+
 def test_fifo_spread_gang_pays_the_locality_slowdown() -> None:
     """nodes:2:2, a=(0,1,10) b=(0,3,110) c=(0,1,10).
 

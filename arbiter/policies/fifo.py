@@ -1,8 +1,9 @@
 """``fifo``: first come, first served, non-preemptive, gang all-or-nothing (Gavel's FIFO baseline).
 
-Jobs are considered in arrival order; a job that does not fit waits and later, smaller jobs may
-start in front of it (work conservation, as Gavel's ``fifo`` policy does). A started job keeps
-its GPUs until it finishes. Placement: :class:`~arbiter.policies.base.FreePool`.
+Jobs are considered in arrival order. With ``backfill`` (the default) a job that does not fit
+waits and later, smaller jobs may start in front of it (work conservation); without it the head
+of the queue blocks everyone behind it, as Gavel's ``fifo`` does. A started job keeps its GPUs
+until it finishes. Placement: :class:`~arbiter.policies.base.FreePool`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = ["Fifo"]
 class Fifo:
     name: str = "fifo"
     preemptive: bool = False  # the simulator may skip calls when no GPU is free
+    backfill: bool = True
     round_s: float | None = None
 
     def decide(self, snapshot: Snapshot) -> Decision:
@@ -26,6 +28,10 @@ class Fifo:
         for job in snapshot.jobs:
             if pool.size == 0:
                 break
-            if not job.held and (gpus := pool.take(job.gang, job.perf)) is not None:
+            if job.held:
+                continue
+            if (gpus := pool.take(job.gang, job.perf)) is not None:
                 alloc[job.job_id] = gpus
+            elif not self.backfill:
+                break
         return Decision(alloc)

@@ -73,6 +73,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-duration", type=float, help="philly: drop jobs shorter than this many seconds"
     )
+    p.add_argument(
+        "--gavel-placement-blind",
+        action="store_true",
+        help="gavel: consolidated throughput wherever a gang runs (as Gavel's simulator)",
+    )
+    p.add_argument(
+        "--strict-fifo", action="store_true", help="fifo: no backfilling past a blocked head"
+    )
     p.add_argument("--json", help="write the summary (and per-job rows) as JSON here")
     p.add_argument("--csv", help="write per-job rows as CSV here (compare: one file per policy)")
     p.add_argument("--plot", help="write ρ CDF, JCT CDF and utilization PNGs into this folder")
@@ -143,6 +151,7 @@ def _run(args, policies: list[str]) -> int:
         args.trace, args.format, cluster=cluster, time_window=args.window,
         target_load=args.target_load, max_jobs=args.max_jobs, max_gpus=args.max_gpus,
         max_duration_s=args.max_duration, min_duration_s=args.min_duration, seed=args.seed,
+        gavel_placement_blind=args.gavel_placement_blind,
     )  # fmt: skip
     if not jobs:
         raise ValueError("the trace (after window/sampling) has no jobs")
@@ -151,7 +160,10 @@ def _run(args, policies: list[str]) -> int:
         f"policies: {', '.join(policies)}",
         file=sys.stderr,
     )
-    knobs = {"themis": {"lease_s": args.lease_s, "fairness_knob": args.fairness_knob}}
+    knobs = {
+        "themis": {"lease_s": args.lease_s, "fairness_knob": args.fairness_knob},
+        "fifo": {"backfill": not args.strict_fifo},
+    }
     runs = compare(
         jobs, cluster, policies, round_s=args.round_s, seed=args.seed,
         progress=not args.no_progress and sys.stderr.isatty(), knobs=knobs,

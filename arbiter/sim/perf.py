@@ -9,6 +9,8 @@ trace has it:
   uses the consolidated reading, one spread over machines the ``<type>_unconsolidated`` reading
   (Gavel measured both). A job spread over several GPU types runs at its slowest type's rate
   (synchronous data parallelism waits for the slowest worker; our choice, Gavel never mixes).
+  Gavel's own simulator ignores placement (it never reads the unconsolidated readings);
+  ``placement_blind=True`` reproduces that for comparisons with its published numbers.
 * **Pollux** (``profiles/<model>``): work = the steps the model needed to converge at the job's
   batch size, read as the last ``iteration`` of ``validation-<B>.csv`` (statistical efficiency is
   in the data: cifar10 needs 39,062 steps at B=128 and 3,178 at B=2048). For another B the
@@ -101,17 +103,20 @@ class GavelModel:
     job_type: str
     scale_factor: int
     rates: Mapping[str, float]  # worker type (or "<type>_unconsolidated") -> steps/s
+    placement_blind: bool = False  # Gavel's own simulator: consolidated rate wherever it runs
 
     @classmethod
-    def from_table(cls, table: Mapping, job_type: str, scale_factor: int) -> GavelModel:
+    def from_table(
+        cls, table: Mapping, job_type: str, scale_factor: int, placement_blind: bool = False
+    ) -> GavelModel:
         key = f"('{job_type}', {scale_factor})"
         rates = {wt: float(per[key]["null"]) for wt, per in table.items() if key in per}
         if not any(not wt.endswith("_unconsolidated") for wt in rates):
             raise TraceError(f"no Gavel throughput for {job_type!r} x{scale_factor}")
-        return cls(job_type, scale_factor, rates)
+        return cls(job_type, scale_factor, rates, placement_blind)
 
     def rate(self, placement: Placement) -> float:
-        spread = len(placement.per_machine) > 1
+        spread = len(placement.per_machine) > 1 and not self.placement_blind
         out = math.inf
         for gtype in placement.gpu_types:
             r = self.rates.get(f"{gtype}_unconsolidated") if spread else None
@@ -224,8 +229,12 @@ def sim_jobs(
     *,
     data: str | Path | None = None,
     gavel_throughputs: Mapping | None = None,
+    gavel_placement_blind: bool = False,
 ) -> list[SimJob]:
-    """SimJobs for trace jobs of any format (``TraceJob.source`` picks the model)."""
+    """SimJobs for trace jobs of any format (``TraceJob.source`` picks the model).
+
+    ``gavel_placement_blind`` uses the consolidated Gavel rate wherever a gang runs, as Gavel's
+    own simulator does (it never reads the ``_unconsolidated`` readings)."""
     root = Path(data) if data is not None else data_root()
     out = []
     locality = SlowdownPerf()
@@ -235,7 +244,9 @@ def sim_jobs(
                 gavel_throughputs = load_gavel_throughputs(
                     root / "gavel" / "simulation_throughputs.json"
                 )
-            perf: PerfModel = GavelModel.from_table(gavel_throughputs, j.model, j.num_gpus)
+            perf: PerfModel = GavelModel.from_table(
+                gavel_throughputs, j.model, j.num_gpus, gavel_placement_blind
+            )
             work = float(j.total_steps or 0)
             model = j.model
         elif j.source == "pollux":

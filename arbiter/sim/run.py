@@ -72,6 +72,7 @@ def load_jobs(
     max_duration_s: float | None = None,
     min_duration_s: float | None = None,
     seed: int = 0,
+    gavel_placement_blind: bool = False,
 ) -> list[SimJob]:
     path = resolve_trace(trace)
     fmt = fmt or detect_format(path)
@@ -96,7 +97,7 @@ def load_jobs(
         jobs = [j for j in jobs if j.num_gpus <= max_gpus]
     if max_jobs is not None:
         jobs = jobs[:max_jobs]
-    return sim_jobs(jobs)
+    return sim_jobs(jobs, gavel_placement_blind=gavel_placement_blind)
 
 
 @dataclass
