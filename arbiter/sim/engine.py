@@ -10,7 +10,9 @@ ends). Between events every running job progresses at its placement's rate
 
 The engine applies each decision and checks it as it goes (every GPU in the cluster and held
 once, no gang exceeded, only active jobs): a violation raises :class:`PolicyError`. Jobs run
-only with their whole gang. Ties are broken by arrival time then job id, and policies get a
+only with their whole gang; no policy of this issue is elastic (a job never runs on fewer or
+more GPUs than its trace asks for), so a decision giving a job more than its gang is an error.
+Ties are broken by arrival time then job id, and policies get a
 seed, so a run is deterministic.
 
 :func:`isolated_run` is the ``isolated`` policy, the denominator of ρ: each job alone on a 1/N(t)
