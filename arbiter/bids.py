@@ -117,6 +117,23 @@ def _rotations(racks: list[list[_MachineFree]]) -> list[list[_MachineFree]]:
     return [[m for ms in racks[k:] + racks[:k] for m in ms] for k in range(len(racks))]
 
 
+_SHAPES: dict[tuple[int, frozenset[str]], tuple[Cluster, Placement]] = {}
+_SHAPES_MAX = 200_000
+
+
+def _shape_of(cluster: Cluster, gpus: frozenset[str]) -> Placement:
+    """``placement_of`` memoised: the same candidate sets come back offer after offer."""
+    key = (id(cluster), gpus)
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
+    if len(_SHAPES) >= _SHAPES_MAX:
+        _SHAPES.clear()
+    shape = placement_of(cluster, gpus)
+    _SHAPES[key] = (cluster, shape)
+    return shape
+
+
 def candidate_sets(
     cluster: Cluster,
     offered: frozenset[str],
@@ -189,7 +206,7 @@ def generate_bid(
     by_shape: dict[Placement, list[frozenset[str]]] = {}
     for sets in candidates.values():
         for s in sets:
-            by_shape.setdefault(placement_of(cluster, held | s), []).append(s)
+            by_shape.setdefault(_shape_of(cluster, held | s), []).append(s)
     priced: list[tuple[float, int, Placement]] = []
     for shape, sets in by_shape.items():
         value = rho(held | sets[0], shape)
