@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         ["case", "policy", "jobs", "decisions", "load s", "isolated s", "simulate s", "target"],
         [
             [
-                r["case"], r["policy"], r["jobs"], r["decisions"], f"{r['load_s']:.1f}",
+                r["case"], r["policy"], str(r["jobs"]), str(r["decisions"]), f"{r['load_s']:.1f}",
                 f"{r['isolated_s']:.1f}", f"{r['simulate_s']:.1f}",
                 "-" if r["target_s"] is None
                 else f"<= {r['target_s']:.0f} s: {'met' if r['met'] else 'MISSED'}",
