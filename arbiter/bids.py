@@ -40,7 +40,7 @@ from arbiter.auction import Bid
 from arbiter.cluster import Cluster
 from arbiter.placement import Placement, placement_of
 
-__all__ = ["RhoEstimator", "candidate_sets", "generate_bid"]
+__all__ = ["RhoEstimator", "candidate_sets", "generate_bid", "partitions"]
 
 # Sizes up to this enumerate every split of the GPUs over machines; larger sizes take the
 # densest split per rack (partitions of n grow too fast: p(16) = 231, p(32) = 8349).
@@ -77,14 +77,14 @@ def _free_by_machine(
     return out
 
 
-def _partitions(n: int, largest: int) -> list[tuple[int, ...]]:
+def partitions(n: int, largest: int) -> list[tuple[int, ...]]:
     """Integer partitions of n with parts <= largest, parts in descending order."""
     if n == 0:
         return [()]
     return [
         (first, *rest)
         for first in range(min(n, largest), 0, -1)
-        for rest in _partitions(n - first, first)
+        for rest in partitions(n - first, first)
     ]
 
 
@@ -161,7 +161,7 @@ def candidate_sets(
                 b = 0 if m.held else (salt + k) % blocks
                 sets.append(frozenset(m.gpus[b * n : (b + 1) * n]))
         if n <= _PARTITION_LIMIT:
-            for parts in _partitions(n, widest):
+            for parts in partitions(n, widest):
                 if len(parts) == 1:
                     continue  # the single-machine sets above
                 found = [s for ms in racks if (s := _realise(ms, parts)) is not None]

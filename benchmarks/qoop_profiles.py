@@ -77,8 +77,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import sqlglot
-
 from arbiter.shares import Resources as ClusterResources
 from arbiter.shares import fair_share
 from arbiter.tables import format_table
@@ -87,6 +85,7 @@ from qoop_planner.model import Plan, Progress, Share
 from qoop_planner.packing import advance, estimate
 from qoop_planner.replan import decide
 from qoop_planner.sqlplan import enumerate_plans
+from qoop_planner.tpc import load_tpc
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WINDOW_S = 600.0
@@ -174,36 +173,18 @@ def classify_windows(times: list[float], shares: list[Share], hours: float) -> d
 
 def tpcds_plans(sf: float, k: int = 8) -> tuple[dict[int, list[Plan]], float]:
     """Plans of the TPC-DS queries with statistics scaled from sf=0.01 to ``sf``."""
-    import duckdb
-    import duckdb_ext
-
-    ext_dir = next(iter(duckdb_ext.__path__)) + "/extensions"
-    con = duckdb.connect(config={"extension_directory": ext_dir})
-    con.sql("LOAD tpcds")
-    con.sql("CALL dsdgen(sf=0.01)")
-    schema: dict[str, dict[str, str]] = {}
-    for t, c, ty in con.sql(
-        "SELECT table_name, column_name, data_type FROM information_schema.columns "
-        "ORDER BY table_name, ordinal_position"
-    ).fetchall():
-        schema.setdefault(t, {})[c] = ty
+    data = load_tpc("tpcds", 0.01)
     factor = sf / 0.01
     stats = {}
-    for t, cols in schema.items():
-        exprs = ", ".join(f'approx_count_distinct("{c}")' for c in cols)
-        rows, *ndvs = con.sql(f"SELECT count(*), {exprs} FROM {t}").fetchone()
-        ndv = dict(zip(cols, ndvs, strict=True))
+    for t, st in data.stats.items():
+        rows, ndv = st.rows, dict(st.ndv)
         if t in SCALED_TABLES:
             ndv = {c: v * factor if v > rows / 2 else v for c, v in ndv.items()}
             rows *= factor
         stats[t] = TableStats(rows=rows, ndv=ndv)
-    queries = {
-        n: sqlglot.transpile(q, read="duckdb", write="hive")[0]
-        for n, q in con.sql("SELECT query_nr, query FROM tpcds_queries()").fetchall()
-    }
-    con.close()
     return {
-        n: enumerate_plans(q, schema, stats, k=k, query_id=f"tpcds{n}") for n, q in queries.items()
+        n: enumerate_plans(q, data.schema, stats, k=k, query_id=f"tpcds{n}")
+        for n, q in data.queries.items()
     }, factor
 
 

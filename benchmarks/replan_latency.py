@@ -118,35 +118,17 @@ def decision_times(changes: int, quick: bool, seed: int) -> dict:
 
 def enumeration_times() -> dict:
     try:
-        import duckdb
-        import duckdb_ext
-        import sqlglot
-    except ImportError as exc:  # the test extra installs them
+        from qoop_planner.tpc import load_tpc
+
+        data = {bench: load_tpc(bench) for bench in ("tpch", "tpcds")}
+    except ImportError as exc:  # the test extra installs duckdb and its TPC extensions
         return {"skipped": f"{exc}"}
     out = {}
-    for bench in ("tpch", "tpcds"):
-        con = duckdb.connect(
-            config={"extension_directory": next(iter(duckdb_ext.__path__)) + "/extensions"}
-        )
-        con.sql(f"LOAD {bench}")
-        con.sql("CALL dbgen(sf=0.01)" if bench == "tpch" else "CALL dsdgen(sf=0.01)")
-        schema: dict[str, dict[str, str]] = {}
-        for t, c, ty in con.sql(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "ORDER BY table_name, ordinal_position"
-        ).fetchall():
-            schema.setdefault(t, {})[c] = ty
-        stats = {}
-        for t, cols in schema.items():
-            exprs = ", ".join(f'approx_count_distinct("{c}")' for c in cols)
-            row = con.sql(f"SELECT count(*), {exprs} FROM {t}").fetchone()
-            stats[t] = TableStats(rows=row[0], ndv=dict(zip(cols, row[1:], strict=True)))
-        fn = "tpch_queries()" if bench == "tpch" else "tpcds_queries()"
+    for bench, d in data.items():
         ms, counts = [], []
-        for n, q in con.sql(f"SELECT query_nr, query FROM {fn}").fetchall():
-            hive = sqlglot.transpile(q, read="duckdb", write="hive")[0]
+        for n, hive in d.queries.items():
             t0 = time.perf_counter()
-            plans = enumerate_plans(hive, schema, stats, k=8, query_id=f"{bench}{n}")
+            plans = enumerate_plans(hive, d.schema, d.stats, k=8, query_id=f"{bench}{n}")
             ms.append((time.perf_counter() - t0) * 1000)
             counts.append(len(plans))
         out[bench] = {

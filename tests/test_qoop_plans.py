@@ -15,14 +15,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import duckdb
 import pytest
 import sqlglot
 
 from qoop_planner.cost import CostConfig, History, StageMeasurement, TableStats
 from qoop_planner.model import Plan
 from qoop_planner.sqlplan import enumerate_plans, extract_join_graph
-
-duckdb = pytest.importorskip("duckdb")
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -431,15 +430,9 @@ def test_small_queries_return_the_same_rows(small_db: Any, sql: str) -> None:
 
 
 def _tpc_connection(bench: str) -> Any:
-    duckdb_ext = pytest.importorskip("duckdb_ext")
-    ext_dir = next(iter(duckdb_ext.__path__)) + "/extensions"
-    con = duckdb.connect(config={"extension_directory": ext_dir})
-    try:
-        con.sql(f"LOAD {bench}")
-    except duckdb.Error as e:  # pragma: no cover - depends on the installed extension
-        pytest.skip(f"duckdb {bench} extension unavailable: {e}")
-    con.sql("CALL dbgen(sf=0.01)" if bench == "tpch" else "CALL dsdgen(sf=0.01)")
-    return con
+    from qoop_planner.tpc import connect
+
+    return connect(bench, 0.01)
 
 
 class _Bench:

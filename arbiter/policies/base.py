@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from arbiter.bids import partitions
 from arbiter.cluster import Cluster
 from arbiter.placement import placement_of
 
@@ -241,7 +242,7 @@ def ideal_rate(cluster: Cluster, gang: int, perf: Any) -> float:
             continue
         widest = len(machines[0])
         splits = (
-            _partitions(gang, widest)
+            partitions(gang, widest)
             if gang <= 16
             else [
                 (k,) * (gang // k) + ((gang % k,) if gang % k else ()) for k in range(1, widest + 1)
@@ -260,14 +261,3 @@ def ideal_rate(cluster: Cluster, gang: int, perf: Any) -> float:
             return math.nan
         best = perf.rate(placement_of(cluster, gpus))
     return best if best > 0 else math.nan
-
-
-def _partitions(n: int, largest: int) -> list[tuple[int, ...]]:
-    """Integer partitions of n with parts <= largest, in descending order."""
-    if n == 0:
-        return [()]
-    return [
-        (first, *rest)
-        for first in range(min(n, largest), 0, -1)
-        for rest in _partitions(n - first, first)
-    ]
