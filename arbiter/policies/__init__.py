@@ -3,6 +3,7 @@ arbiter and the simulator. :data:`POLICIES` maps the names users pass to ``--pol
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 
 from arbiter.policies.base import Decision, JobView, Policy, PolicyError, Snapshot
@@ -21,11 +22,33 @@ __all__ = [
     "make_policy",
 ]
 
+
+
+def _lazy(module: str, cls: str) -> Callable[..., Policy]:
+    """A factory that imports ``arbiter.policies.<module>`` only when the policy is used."""
+
+    def make(**knobs) -> Policy:
+        return getattr(importlib.import_module(f"arbiter.policies.{module}"), cls)(**knobs)
+
+    make.__name__ = cls
+    return make
+
+
 POLICIES: Mapping[str, Callable[..., Policy]] = {
     "fifo": Fifo,
     "las": Las,
     "themis": Themis,
     "yarn-cs": YarnCapacity,
+    # The other seed policies (issue 8), one module each.
+    "tiresias": _lazy("tiresias", "Tiresias"),
+    "tiresias-gittins": _lazy("tiresias", "TiresiasGittins"),
+    "afs-l": _lazy("afs", "AfsL"),
+    "afs-p": _lazy("afs", "AfsP"),
+    "synergy-tune": _lazy("synergy", "SynergyTune"),
+    "synergy-opt": _lazy("synergy", "SynergyOpt"),
+    "gandiva": _lazy("gandiva", "Gandiva"),
+    "srtf": _lazy("srtf", "Srtf"),
+    "optimus": _lazy("optimus", "Optimus"),
 }
 
 
