@@ -142,6 +142,9 @@ class Bid:
             )
         object.__setattr__(self, "rows", MappingProxyType(clean))
 
+    def __reduce__(self):  # picklable for the auction worker process (arbiter.decider)
+        return (Bid, (self.app_id, dict(self.rows)))
+
     @property
     def rho_old(self) -> float:
         return self.rows[frozenset()]

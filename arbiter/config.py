@@ -119,6 +119,14 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
                 "optimality gap of the solves that set c_i",
             ),
             Property(
+                "arbiter.auction.worker-process",
+                True,
+                _bool,
+                lambda v: isinstance(v, bool),
+                "true or false",
+                "solve auctions in a niced worker process, off the RPC threads",
+            ),
+            Property(
                 "arbiter.bid.deadline.seconds",
                 5.0,
                 float,

@@ -36,6 +36,7 @@ from typing import Protocol
 from arbiter.auction import Bid, Rounding
 from arbiter.cluster import Cluster
 from arbiter.config import Config
+from arbiter.decider import Decider, decide_inline
 from arbiter.journal import (
     AppRecord,
     Journal,
@@ -53,7 +54,6 @@ from arbiter.rounds import (
     free_gpus,
     offer_due,
     rho_after_grant,
-    run_round,
 )
 from arbiter.shares import Resources, ShareCause, ShareChange, fair_share
 
@@ -144,8 +144,10 @@ class ArbiterCore:
         *,
         admin_token: str,
         clock: Callable[[], float] = time.time,
+        decider: Decider = decide_inline,
     ) -> None:
         self.cluster = cluster
+        self.decider = decider
         self.config = config
         self.journal = journal
         self.clock = clock
@@ -165,6 +167,8 @@ class ArbiterCore:
         self.drained: set[str] = set()
         self.queries: dict[str, _QueryJob] = {}
         self.epoch = 0
+        self._index_of: tuple[Lease, ...] | None = None
+        self._by_app: dict[str, list[Lease]] = {}
 
     # ------------------------------------------------------------------ authentication
 
@@ -227,12 +231,33 @@ class ArbiterCore:
         return app_id, token
 
     def held(self, app_id: str, now: float | None = None) -> frozenset[str]:
-        return self.state.held_by(app_id, self.clock() if now is None else now)
+        """GPUs ``app_id`` holds at ``now`` (through a per-app index of the leases, which is
+        rebuilt whenever the lease tuple changes: heartbeats ask for it a thousand times a
+        second under load)."""
+        t = self.clock() if now is None else now
+        leases = self.state.leases
+        if self._index_of is not leases:
+            index: dict[str, list[Lease]] = {}
+            for lease in leases:
+                index.setdefault(lease.app_id, []).append(lease)
+            self._by_app, self._index_of = index, leases
+        mine = self._by_app.get(app_id, ())
+        return frozenset().union(*(x.gpus for x in mine if x.live_at(t)))
 
-    def rho_current(self, app_id: str, now: float) -> float:
+    def holdings(self, now: float) -> dict[str, frozenset[str]]:
+        """GPUs each app holds at ``now``, in one pass over the leases (not one per app)."""
+        out: dict[str, set[str]] = {}
+        for lease in self.state.leases:
+            if lease.live_at(now):
+                out.setdefault(lease.app_id, set()).update(lease.gpus)
+        return {a: frozenset(g) for a, g in out.items()}
+
+    def rho_current(self, app_id: str, now: float, held: frozenset[str] | None = None) -> float:
+        """ρ_current of ``app_id`` (``held``: its GPUs at ``now``, if already known)."""
         if app_id in self.rho_reports:
             return self.rho_reports[app_id]
-        held = self.held(app_id, now)
+        if held is None:
+            held = self.held(app_id, now)
         if not held:
             return math.inf
         bid = self.state.last_bids.get(app_id)
@@ -519,7 +544,13 @@ class ArbiterCore:
             decision = self._prepare_round(p, now)
         if decision is None:
             return
-        outcome, bids = self._decide(*decision)
+        try:
+            outcome, bids = self.decider(*decision)
+        except Exception:
+            log.exception("round %d could not be decided; its GPUs are offered again", p.round)
+            with self._lock:
+                self._mark_freed(self.clock())
+            return
         with self._lock:
             self._bind(p, outcome, bids)
 
@@ -544,11 +575,6 @@ class ArbiterCore:
             "room": room,
         }
         return self.state, kwargs
-
-    @staticmethod
-    def _decide(state: ArbiterState, kwargs: dict):
-        _, outcome = run_round(state, **kwargs)
-        return outcome, kwargs["bids"]
 
     def _bind(self, p: PendingRound, outcome, bids: list[Bid]) -> None:
         granted = outcome.granted
@@ -587,9 +613,13 @@ class ArbiterCore:
                     self._commit(replace(self.state, leases=kept))
                     self._mark_freed(now)
 
-    def _eligible(self, now: float) -> dict[str, int]:
+    def _eligible(
+        self, now: float, holdings: Mapping[str, frozenset[str]] | None = None
+    ) -> dict[str, int]:
+        held = self.holdings(now) if holdings is None else holdings
+        none: frozenset[str] = frozenset()
         room = {
-            a: self.apps[a].max_gpu_demand - len(self.held(a, now))
+            a: self.apps[a].max_gpu_demand - len(held.get(a, none))
             for a in self.sessions
             if a in self.apps
         }
@@ -597,15 +627,19 @@ class ArbiterCore:
 
     def _maybe_open_round(self, now: float) -> None:
         offered = self._offerable(now)
-        eligible = self._eligible(now)
-        if not offered or not eligible:
+        if not offered:
+            return
+        holdings = self.holdings(now)
+        eligible = self._eligible(now, holdings)
+        if not eligible:
             return
         window = self.config["arbiter.offer.batch-window.seconds"]
         if self.first_freed_at is None:
             self.first_freed_at = now
         if not offer_due(self.first_freed_at, now, window):
             return
-        rho = {a: self.rho_current(a, now) for a in eligible}
+        none: frozenset[str] = frozenset()
+        rho = {a: self.rho_current(a, now, holdings.get(a, none)) for a in eligible}
         participants = filter_participants(rho, self.config["arbiter.themis.fairness-knob"])
         deadline = now + self.config["arbiter.bid.deadline.seconds"]
         self.pending = PendingRound(

@@ -20,6 +20,7 @@ from pathlib import Path
 from arbiter.cluster import Cluster
 from arbiter.config import Config
 from arbiter.core import ArbiterCore
+from arbiter.decider import Decider, ProcessDecider, decide_inline
 from arbiter.journal import SQLiteJournal, new_token
 from arbiter.service import build_server
 
@@ -59,9 +60,20 @@ class RunningArbiter:
         admin_token: str,
         clock: Callable[[], float] = time.time,
         tick_seconds: float = 0.05,
+        decider: Decider | None = None,
     ) -> None:
+        """``decider`` solves the auctions (in-thread by default; ``serve`` passes a
+        :class:`arbiter.decider.ProcessDecider`, which :meth:`stop` closes)."""
         self.journal = SQLiteJournal(config["arbiter.journal.path"])
-        self.core = ArbiterCore(cluster, config, self.journal, admin_token=admin_token, clock=clock)
+        self._decider = decider
+        self.core = ArbiterCore(
+            cluster,
+            config,
+            self.journal,
+            admin_token=admin_token,
+            clock=clock,
+            decider=decider if decider is not None else decide_inline,
+        )
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(
             target=self._loop.run_forever, name="grpc-loop", daemon=True
@@ -102,11 +114,20 @@ class RunningArbiter:
         self._thread.join(timeout=5)
         self._shutdown_loop()
         self.journal.close()
+        close = getattr(self._decider, "close", None)
+        if close is not None:
+            close()
 
 
 def serve_forever(cluster: Cluster, config: Config) -> int:
     token, token_path = admin_token_for(config)
-    arbiter = RunningArbiter(cluster, config, admin_token=token).start()
+    decider = ProcessDecider() if config["arbiter.auction.worker-process"] else None
+    try:
+        arbiter = RunningArbiter(cluster, config, admin_token=token, decider=decider).start()
+    except BaseException:
+        if decider is not None:
+            decider.close()
+        raise
     log.info(
         "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s",
         cluster.name,

@@ -14,8 +14,11 @@ reflection services, a message-size limit, and TLS / mutual TLS from certificate
 from __future__ import annotations
 
 import asyncio
+import collections
+import functools
 import logging
 import math
+import threading
 from collections.abc import AsyncIterator
 
 import grpc
@@ -122,20 +125,42 @@ def bid_from_pb(app_id: str, msg: pb.Bid) -> Bid:
         raise RequestError(Code.INVALID_ARGUMENT, str(exc)) from None
 
 
+@functools.lru_cache(maxsize=65536)
 def gpu_to_pb(g: GPU) -> pb.Gpu:
+    """The message for GPU ``g`` (cached: GPUs are immutable; callers must not mutate it)."""
     return pb.Gpu(id=g.id, slot=g.slot, machine=g.machine, rack=g.rack, gpu_type=g.gpu_type)
+
+
+# The core puts one Offer object into every participant's outbox: build its message once.
+_offer_cache: collections.OrderedDict[int, tuple[Offer, pb.ArbiterMessage]] = (
+    collections.OrderedDict()
+)
+_offer_lock = threading.Lock()
+
+
+def _offer_to_pb(item: Offer, cluster: Cluster) -> pb.ArbiterMessage:
+    with _offer_lock:
+        hit = _offer_cache.get(id(item))
+        if hit is not None and hit[0] is item:
+            return hit[1]
+    msg = pb.ArbiterMessage(
+        offer=pb.Offer(
+            round=item.round,
+            gpus=[gpu_to_pb(cluster.gpu(g)) for g in sorted(item.gpus)],
+            lease_seconds=item.lease_seconds,
+            bid_deadline_unix_s=item.deadline,
+        )
+    )
+    with _offer_lock:
+        _offer_cache[id(item)] = (item, msg)
+        while len(_offer_cache) > 8:
+            _offer_cache.popitem(last=False)
+    return msg
 
 
 def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
     if isinstance(item, Offer):
-        return pb.ArbiterMessage(
-            offer=pb.Offer(
-                round=item.round,
-                gpus=[gpu_to_pb(cluster.gpu(g)) for g in sorted(item.gpus)],
-                lease_seconds=item.lease_seconds,
-                bid_deadline_unix_s=item.deadline,
-            )
-        )
+        return _offer_to_pb(item, cluster)
     if isinstance(item, Allocation):
         return pb.ArbiterMessage(
             allocation=pb.Allocation(

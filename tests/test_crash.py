@@ -66,10 +66,12 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
     server = launch(tmp_path, port)
     wait_for(lambda: leases(port, token) is not None, timeout=20)
     agents = [hyperband_agent(port, d) for d in (4, 8, 16, 32)]
+    granted = 0
     try:
         for _ in range(4):
             time.sleep(rng.uniform(0.5, 2.0))  # a busy run: rounds every few hundred ms
             before = leases(port, token) or []
+            granted += len(before)
             server.send_signal(signal.SIGKILL)
             server.wait()
             killed_at = time.time()
@@ -93,6 +95,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
                 and not any(set(x.gpu_ids) & set(y.gpu_ids) and y.app_id == x.app_id for y in after)
             }
             assert not lost, (lost, killed_at)
+        assert granted > 0, "no auction granted a lease (the auction worker process failed?)"
         rounds = [len(a.rounds_bid) for a in agents]
         wait_for(lambda: sum(len(a.rounds_bid) for a in agents) > sum(rounds), timeout=20)
         assert all(not a.errors for a in agents), [a.errors for a in agents]

@@ -1,0 +1,133 @@
+"""The auction worker process (arbiter.decider): same outcomes as solving in-thread, errors
+raised as the inline call raises them, a dead worker restarted, and no orphan left behind when
+the arbiter is killed."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from arbiter.auction import Bid, Rounding
+from arbiter.decider import ProcessDecider, decide_inline
+from arbiter.rounds import ArbiterState
+
+
+def _round(seed: int) -> tuple[ArbiterState, dict]:
+    rng = random.Random(seed)
+    gpus = frozenset(f"g{i}" for i in range(8))
+    apps = [f"app{i}" for i in range(rng.randint(2, 6))]
+    bids = []
+    for a in apps:
+        rows = {frozenset(): rng.uniform(2, 8)}
+        for _ in range(3):
+            n = rng.randint(1, 4)
+            rows[frozenset(rng.sample(sorted(gpus), n))] = rng.uniform(0.5, 2) / n
+        bids.append(Bid(a, rows))
+    kwargs = {
+        "offered": gpus,
+        "bids": bids,
+        "participants": apps,
+        "non_participants": [],
+        "now": 100.0,
+        "seed": seed,
+        "lease_seconds": 30.0,
+        "rounding": Rounding.LEASE_TIME,
+        "room": dict.fromkeys(apps, 4),
+    }
+    return ArbiterState(gpus), kwargs
+
+
+@pytest.fixture(scope="module")
+def decider():
+    d = ProcessDecider()
+    yield d
+    d.close()
+
+
+def test_worker_gives_the_inline_outcome(decider: ProcessDecider) -> None:
+    assert decider.worker_pid not in (None, os.getpid())
+    for seed in range(10):
+        state, kwargs = _round(seed)
+        remote, bids = decider(state, kwargs)
+        local, _ = decide_inline(state, kwargs)
+        assert bids is kwargs["bids"]
+        assert remote.granted == local.granted
+        assert remote.result.c == pytest.approx(local.result.c)
+
+
+def test_a_bad_round_raises_like_inline(decider: ProcessDecider) -> None:
+    state, kwargs = _round(1)
+    kwargs["lease_seconds"] = -1.0
+    with pytest.raises(ValueError, match="lease_seconds"):
+        decide_inline(state, kwargs)
+    with pytest.raises(ValueError, match="lease_seconds"):
+        decider(state, kwargs)
+    state, kwargs = _round(2)  # the worker is still there
+    assert decider(state, kwargs)[0].granted == decide_inline(state, kwargs)[0].granted
+
+
+def test_dead_worker_is_restarted(decider: ProcessDecider) -> None:
+    old = decider.worker_pid
+    os.kill(old, signal.SIGKILL)
+    time.sleep(0.2)
+    state, kwargs = _round(3)
+    outcome, _ = decider(state, kwargs)  # solved in-thread while the worker restarts
+    assert outcome.granted == decide_inline(state, kwargs)[0].granted
+    assert decider.restarts == 1 and decider.worker_pid not in (None, old)
+    state, kwargs = _round(4)
+    assert decider(state, kwargs)[0].granted == decide_inline(state, kwargs)[0].granted
+
+
+def test_closed_decider_solves_inline() -> None:
+    d = ProcessDecider()
+    pid = d.worker_pid
+    d.close()
+    d.close()  # idempotent
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    state, kwargs = _round(5)
+    assert d(state, kwargs)[0].granted == decide_inline(state, kwargs)[0].granted
+
+
+def test_worker_exits_when_the_arbiter_is_killed(tmp_path) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, time
+            from arbiter.decider import ProcessDecider
+            if __name__ == "__main__":
+                d = ProcessDecider()
+                print(d.worker_pid, flush=True)
+                time.sleep(60)
+            """
+        )
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        os.kill(worker, 0)  # alive
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(worker, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(worker, signal.SIGKILL)
+            pytest.fail("the auction worker outlived its SIGKILLed parent")
+    finally:
+        parent.kill()
+        parent.wait()
