@@ -30,6 +30,12 @@ from arbiter.placement import LocalityModel, Placement, SlowdownModel, placement
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
+_SOURCES = {
+    pb.LEASE_SOURCE_AUCTION: "auction",
+    pb.LEASE_SOURCE_LEFTOVER: "leftover",
+    pb.LEASE_SOURCE_POLICY: "policy",
+}
+
 __all__ = ["Agent", "HeldLease", "estimator_from_scheduler"]
 
 log = logging.getLogger("yarn_arbiter.agent")
@@ -280,7 +286,7 @@ class Agent:
         self.last_round = max(self.last_round, alloc.round)
         fresh = [
             HeldLease(x.lease_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s,
-                      "leftover" if x.source == pb.LEASE_SOURCE_LEFTOVER else "auction")
+                      _SOURCES.get(x.source, "auction"))
             for x in alloc.leases
         ]  # fmt: skip
         with self._lock:

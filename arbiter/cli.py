@@ -245,6 +245,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         environ[env_name("arbiter.grpc.port")] = str(args.port)
     if args.journal is not None:
         environ[env_name("arbiter.journal.path")] = args.journal
+    if args.policy is not None:
+        environ[env_name("arbiter.policy")] = args.policy
+    if args.policy_knobs is not None:
+        environ[env_name("arbiter.policy.knobs")] = args.policy_knobs
     config = load_config(args.config, environ=environ)
     return serve_forever(load_cluster(args.cluster), config)
 
@@ -314,6 +318,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="listen port (arbiter.grpc.port)")
     serve.add_argument("--journal", help="SQLite journal path (arbiter.journal.path)")
     serve.add_argument("--config", help="configuration file (arbiter-site.xml or key=value)")
+    serve.add_argument(
+        "--policy",
+        help="scheduling policy (arbiter.policy): themis runs auctions with Agents; fifo, las, "
+        "yarn-cs, tiresias, tiresias-gittins, afs-l, afs-p, synergy-tune, synergy-opt, gandiva, "
+        "srtf, optimus decide centrally and grant leases",
+    )
+    serve.add_argument(
+        "--policy-knobs", help="the policy's knobs as name=value,... (arbiter.policy.knobs)"
+    )
     serve.set_defaults(func=_cmd_serve)
     cluster = sub.add_parser("cluster", help="list shipped cluster specs or describe one")
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")

@@ -46,6 +46,42 @@ def _bool(text: str) -> bool:
     raise ValueError(text)
 
 
+def _known_policy(name: str) -> bool:
+    from arbiter.policies import POLICIES  # lazily: the policies import the auction
+
+    return name in POLICIES
+
+
+def parse_knobs(text: str) -> dict[str, Any]:
+    """``"k=v,k2=v2"`` -> ``{"k": v, ...}`` with ints, floats and booleans parsed (a policy's
+    knobs, ``arbiter.policy.knobs``); raises ValueError on a malformed item."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip().replace("-", "_"), raw.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(f"knob {item!r} is not name=value")
+        value: Any = raw
+        for conv in (int, float):
+            try:
+                value = conv(raw)
+                break
+            except ValueError:
+                pass
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        out[key] = value
+    return out
+
+
+def _knobs_ok(text: str) -> bool:
+    try:
+        parse_knobs(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _finite(v: float) -> bool:
     return math.isfinite(v)
 
@@ -58,9 +94,25 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
                 "arbiter.policy",
                 "themis",
                 str,
-                lambda v: v in ("themis",),
-                "themis",
-                "scheduling policy (more arrive with the policy issues)",
+                _known_policy,
+                "a policy name (yarn-arbiter simulate --help lists them)",
+                "scheduling policy: themis (auctions with Agents) or any seed policy",
+            ),
+            Property(
+                "arbiter.policy.knobs",
+                "",
+                str,
+                _knobs_ok,
+                "name=value pairs separated by commas",
+                "the policy's knobs, e.g. queues=3,promote_knob=8 for tiresias",
+            ),
+            Property(
+                "arbiter.policy.interval.seconds",
+                30.0,
+                float,
+                lambda v: _finite(v) and v > 0,
+                "a number > 0",
+                "how often a non-auction policy decides (also on arrivals and freed GPUs)",
             ),
             Property(
                 "arbiter.lease.seconds",

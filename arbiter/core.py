@@ -45,6 +45,9 @@ from arbiter.journal import (
     new_token,
     token_matches,
 )
+from arbiter.live_policy import plan_leases
+from arbiter.policies.base import JobView, check_decision
+from arbiter.policies.base import Snapshot as PolicySnapshot
 from arbiter.rounds import (
     ArbiterState,
     Lease,
@@ -169,6 +172,15 @@ class ArbiterCore:
         self.epoch = 0
         self._index_of: tuple[Lease, ...] | None = None
         self._by_app: dict[str, list[Lease]] = {}
+        # Non-auction policies (arbiter.live_policy): accounting and the policy's memory.
+        self.attained: dict[str, float] = {}  # GPU-seconds received per app (see _accrue)
+        self._accrued_at = self.clock()
+        self.first_start: dict[str, float] = {}
+        self.policy_state: object = None
+        self._policy_key: tuple[str, str] | None = None
+        self._policy = None
+        self._policy_due = 0.0
+        self._policy_members: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------ authentication
 
@@ -235,14 +247,17 @@ class ArbiterCore:
         rebuilt whenever the lease tuple changes: heartbeats ask for it a thousand times a
         second under load)."""
         t = self.clock() if now is None else now
+        mine = self._lease_index().get(app_id, ())
+        return frozenset().union(*(x.gpus for x in mine if x.live_at(t)))
+
+    def _lease_index(self) -> dict[str, list[Lease]]:
         leases = self.state.leases
         if self._index_of is not leases:
             index: dict[str, list[Lease]] = {}
             for lease in leases:
                 index.setdefault(lease.app_id, []).append(lease)
             self._by_app, self._index_of = index, leases
-        mine = self._by_app.get(app_id, ())
-        return frozenset().union(*(x.gpus for x in mine if x.live_at(t)))
+        return self._by_app
 
     def holdings(self, now: float) -> dict[str, frozenset[str]]:
         """GPUs each app holds at ``now``, in one pass over the leases (not one per app)."""
@@ -294,6 +309,18 @@ class ArbiterCore:
             current = self.sessions.get(app_id)
             if current is not None and current.outbox is outbox:
                 del self.sessions[app_id]
+
+    def report_progress(
+        self, app_id: str, iters_done: int, iters_remaining: int, iter_time_s: float
+    ) -> None:
+        """Keep the app's latest progress (remaining time, for SRTF-like policies)."""
+        with self._lock:
+            self.progress[app_id] = {
+                "iters_done": float(iters_done),
+                "iters_remaining": float(iters_remaining),
+                "iter_time_s": float(iter_time_s),
+            }
+            self.heartbeat(app_id)
 
     def heartbeat(self, app_id: str) -> None:
         with self._lock:
@@ -508,7 +535,25 @@ class ArbiterCore:
     def _commit(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None:
         check_invariants(state)
         self.journal.commit_round(state, bids)
+        if state.leases is not self.state.leases:
+            self._accrue(self.clock())
         self.state = state
+
+    @staticmethod
+    def _service(lease: Lease, since: float, now: float) -> float:
+        return len(lease.gpus) * max(0.0, min(lease.end, now) - max(lease.start, since))
+
+    def _accrue(self, now: float) -> None:
+        """Add the GPU-seconds every lease gave its app since the last accrual to
+        ``attained``; called before the lease set changes (cuts, renewals, expiries)."""
+        since = self._accrued_at
+        if now <= since:
+            return
+        for x in self.state.leases:
+            used = self._service(x, since, now)
+            if used > 0:
+                self.attained[x.app_id] = self.attained.get(x.app_id, 0.0) + used
+        self._accrued_at = now
 
     def _mark_freed(self, now: float) -> None:
         if self.first_freed_at is None:
@@ -533,6 +578,10 @@ class ArbiterCore:
                 self._commit(state)
                 self._mark_freed(now)
             self._drop_silent_agents(now)
+            if self.config["arbiter.policy"] != "themis":
+                self.pending = None
+                self._policy_round(now)
+                return
             if self.pending is None:
                 self._maybe_open_round(now)
                 return
@@ -652,6 +701,104 @@ class ArbiterCore:
         offer = Offer(self.state.round + 1, offered, self.config["arbiter.lease.seconds"], deadline)
         for a in participants:
             self._send(a, offer)
+
+    # ------------------------------------------------------------------ other policies
+
+    def _current_policy(self):
+        from arbiter.config import parse_knobs
+        from arbiter.policies import make_policy
+
+        key = (self.config["arbiter.policy"], self.config["arbiter.policy.knobs"])
+        if key != self._policy_key:
+            self._policy = make_policy(key[0], **parse_knobs(key[1]))
+            self._policy_key, self.policy_state = key, None
+            self._policy_due = 0.0
+        return self._policy
+
+    def _attained(self, app_id: str, now: float) -> float:
+        since = self._accrued_at
+        live = sum(self._service(x, since, now) for x in self._lease_index().get(app_id, ()))
+        return self.attained.get(app_id, 0.0) + live
+
+    def _policy_cluster(self) -> Cluster:
+        if not self.drained:
+            return self.cluster
+        machines = tuple(m for m in self.cluster.machines if m.name not in self.drained)
+        names = {m.name for m in machines}
+        return Cluster(
+            self.cluster.name, machines, tuple(g for g in self.cluster.gpus if g.machine in names)
+        )
+
+    def _job_view(self, app_id: str, now: float, held: frozenset[str]) -> JobView:
+        app = self.apps[app_id]
+        gangs = [int(j.get("gang_size") or 0) for j in app.jobs]
+        gang = min(max([g for g in gangs if g > 0], default=app.max_gpu_demand), app.max_gpu_demand)
+        progress = self.progress.get(app_id)
+        remaining = None
+        if progress and progress["iter_time_s"] > 0:
+            remaining = progress["iters_remaining"] * progress["iter_time_s"]
+        return JobView(
+            job_id=app_id,
+            app_id=app_id,
+            queue=app.queue,
+            arrival_s=app.registered_at,
+            gang=gang,
+            held=held,
+            attained_gpu_s=self._attained(app_id, now),
+            first_start_s=self.first_start.get(app_id),
+            remaining_work=remaining,
+            ideal_rate=1.0 if remaining is not None else None,
+        )
+
+    def _policy_round(self, now: float) -> None:
+        """Run the configured non-auction policy when due and apply its decision as leases
+        (:mod:`arbiter.live_policy`)."""
+        policy = self._current_policy()
+        members = frozenset(a for a in self.sessions if a in self.apps)
+        window = self.config["arbiter.offer.batch-window.seconds"]
+        freed = self.first_freed_at is not None and offer_due(self.first_freed_at, now, window)
+        if not (now >= self._policy_due or freed or members != self._policy_members):
+            return
+        cluster = self._policy_cluster()
+        holdings = self.holdings(now)
+        order = sorted(members, key=lambda a: (self.apps[a].registered_at, a))
+        jobs = tuple(
+            self._job_view(a, now, holdings.get(a, frozenset()) & cluster.gpu_ids) for a in order
+        )
+        # GPUs still leased to apps without a session look free to the policy; a grant of one
+        # starts when that lease ends (plan_leases), so no GPU is ever in two live leases.
+        snapshot = PolicySnapshot(now, cluster, jobs, self.policy_state)
+        try:
+            decision = policy.decide(snapshot)
+            check_decision(snapshot, decision)
+        except Exception:
+            log.exception("policy %s failed; nothing changed", policy.name)
+            self._policy_due = now + self.config["arbiter.policy.interval.seconds"]
+            return
+        allocation = {a: frozenset(g) for a, g in decision.allocation.items() if a in members}
+        plan = plan_leases(
+            self.state.leases,
+            allocation,
+            apps=members,
+            now=now,
+            lease_seconds=self.config["arbiter.lease.seconds"],
+            grace=self.config["arbiter.revocation.grace.seconds"],
+            round_no=self.state.round + 1,
+        )
+        self._commit(replace(self.state, leases=plan.leases, round=self.state.round + 1))
+        self.policy_state = decision.policy_state
+        self._policy_members = members
+        self.first_freed_at = None
+        interval = self.config["arbiter.policy.interval.seconds"]
+        due = now + (policy.round_s or interval)
+        if decision.wake_at is not None and decision.wake_at > now:
+            due = min(due, decision.wake_at)
+        self._policy_due = due
+        for lease in plan.revoked:
+            self._send(lease.app_id, Revocation(lease, max(0.0, lease.end - now), policy.name))
+        for app_id, leases in plan.granted.items():
+            self.first_start.setdefault(app_id, min(x.start for x in leases))
+            self._send(app_id, Allocation(self.state.round, leases, 0.0))
 
     # ------------------------------------------------------------------ views
 

@@ -76,6 +76,7 @@ class InvariantViolation(AssertionError):
 class LeaseSource(StrEnum):
     AUCTION = "auction"
     LEFTOVER = "leftover"
+    POLICY = "policy"  # decided by a non-auction policy (arbiter.live_policy)
 
 
 @dataclass(frozen=True, slots=True)

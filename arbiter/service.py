@@ -86,6 +86,13 @@ async def _abort(context: grpc.aio.ServicerContext, err: RequestError) -> None:
     await context.abort(_STATUS[err.code], err.message)
 
 
+_SOURCE_TO_PB = {
+    LeaseSource.AUCTION: pb.LEASE_SOURCE_AUCTION,
+    LeaseSource.LEFTOVER: pb.LEASE_SOURCE_LEFTOVER,
+    LeaseSource.POLICY: pb.LEASE_SOURCE_POLICY,
+}
+
+
 def lease_to_pb(lease: Lease) -> pb.Lease:
     return pb.Lease(
         lease_id=lease_id(lease),
@@ -94,9 +101,7 @@ def lease_to_pb(lease: Lease) -> pb.Lease:
         start_unix_s=lease.start,
         end_unix_s=lease.end,
         round=lease.round,
-        source=pb.LEASE_SOURCE_LEFTOVER
-        if lease.source == LeaseSource.LEFTOVER
-        else pb.LEASE_SOURCE_AUCTION,
+        source=_SOURCE_TO_PB[lease.source],
     )
 
 
@@ -293,7 +298,9 @@ class AppMasterService(rpc.AppMasterServicer):
                 raise RequestError(
                     Code.INVALID_ARGUMENT, f"placement_gpu_ids names unknown GPUs: {unknown[:5]}"
                 )
-            self.core.heartbeat(app_id)
+            self.core.report_progress(
+                app_id, request.iters_done, request.iters_remaining, request.iter_time_s
+            )
             now = self.core.clock()
             rho = self.core.rho_current(app_id, now)
         except RequestError as err:

@@ -12,6 +12,7 @@ class LeaseSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEASE_SOURCE_UNSPECIFIED: _ClassVar[LeaseSource]
     LEASE_SOURCE_AUCTION: _ClassVar[LeaseSource]
     LEASE_SOURCE_LEFTOVER: _ClassVar[LeaseSource]
+    LEASE_SOURCE_POLICY: _ClassVar[LeaseSource]
 
 class ShareCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -23,6 +24,7 @@ class ShareCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 LEASE_SOURCE_UNSPECIFIED: LeaseSource
 LEASE_SOURCE_AUCTION: LeaseSource
 LEASE_SOURCE_LEFTOVER: LeaseSource
+LEASE_SOURCE_POLICY: LeaseSource
 SHARE_CAUSE_UNSPECIFIED: ShareCause
 SHARE_CAUSE_SUBSCRIBED: ShareCause
 SHARE_CAUSE_JOB_ARRIVED: ShareCause
