@@ -169,6 +169,8 @@ class ArbiterCore:
         self.first_freed_at: float | None = None
         self.drained: set[str] = set()
         self.queries: dict[str, _QueryJob] = {}
+        self.external_jobs = 0  # analytics apps the bridge sees on YARN (QOOP's |J|)
+        self.analytics_capacity: Resources | None = None
         self.epoch = 0
         self._index_of: tuple[Lease, ...] | None = None
         self._by_app: dict[str, list[Lease]] = {}
@@ -424,8 +426,87 @@ class ArbiterCore:
     # ------------------------------------------------------------------ queries (QOOP)
 
     def capacity(self) -> Resources:
+        if self.analytics_capacity is not None:  # reported by the ResourceManager (bridge)
+            return self.analytics_capacity
         live = [m for m in self.cluster.machines if m.name not in self.drained]
         return Resources(float(sum(m.vcores for m in live)), float(sum(m.memory_mb for m in live)))
+
+    # ------------------------------------------------------------------ the YARN bridge's hooks
+
+    def set_analytics(self, external_jobs: int, capacity: Resources | None = None) -> bool:
+        """What the ResourceManager shows beyond our query jobs: ``external_jobs`` other
+        analytics apps (Hive/Tez, Spark, MapReduce) that count in QOOP's |J|, and the
+        ``capacity`` R to share (None: the declared cluster). Pushes a share update to every
+        subscriber when either changes; returns whether it did."""
+        if external_jobs < 0:
+            raise RequestError(
+                Code.INVALID_ARGUMENT, f"external_jobs must be >= 0: {external_jobs}"
+            )
+        with self._lock:
+            if (external_jobs, capacity) == (self.external_jobs, self.analytics_capacity):
+                return False
+            cause = (
+                ShareCause.CAPACITY_CHANGED
+                if capacity != self.analytics_capacity
+                else ShareCause.JOB_ARRIVED
+                if external_jobs > self.external_jobs
+                else ShareCause.JOB_DEPARTED
+            )
+            self.external_jobs, self.analytics_capacity = external_jobs, capacity
+            self._broadcast_share(cause)
+            return True
+
+    def finish_app(self, app_id: str, reason: str) -> frozenset[str]:
+        """The app ended outside the arbiter (YARN reports it FINISHED, FAILED or KILLED): its
+        leases end now (their GPUs are offered again), its session closes, its record goes.
+        Idempotent; returns the GPUs it held."""
+        with self._lock:
+            now = self.clock()
+            freed = self.held(app_id, now)
+            kept = tuple(x for x in self.state.leases if x.app_id != app_id)
+            if len(kept) != len(self.state.leases):
+                self._commit(replace(self.state, leases=kept))
+                self._mark_freed(now)
+            session = self.sessions.pop(app_id, None)
+            if session is not None:
+                session.outbox.put(CLOSE)
+            record = self.apps.pop(app_id, None)
+            if record is not None:
+                self._by_token.pop(record.token_hash, None)
+                self.journal.remove_app(app_id)
+                log.info("app %s finished (%s); %d GPUs freed", app_id, reason, len(freed))
+            self.rho_reports.pop(app_id, None)
+            self.progress.pop(app_id, None)
+            return freed
+
+    def update_topology(self, cluster: Cluster) -> tuple[frozenset[str], frozenset[str]]:
+        """The ResourceManager's nodes changed: serve ``cluster`` from now on. Leases on GPUs
+        that left (a node lost or decommissioned) end at once and their apps are told; GPUs that
+        arrived are offered. Returns (added, removed) GPU ids."""
+        with self._lock:
+            now = self.clock()
+            old = self.cluster.gpu_ids
+            added, removed = cluster.gpu_ids - old, old - cluster.gpu_ids
+            if not added and not removed and cluster == self.cluster:
+                return frozenset(), frozenset()
+            leases: list[Lease] = []
+            for lease in self.state.leases:
+                gone = lease.gpus & removed
+                if not gone:
+                    leases.append(lease)
+                    continue
+                cut = replace(lease, gpus=gone, end=max(lease.start + 1e-6, now))
+                self._send(lease.app_id, Revocation(cut, 0.0, "node lost"))
+                if lease.gpus - gone:
+                    leases.append(replace(lease, gpus=lease.gpus - gone))
+            self.cluster = cluster
+            self.drained &= {m.name for m in cluster.machines}
+            self._commit(replace(self.state, gpus=cluster.gpu_ids, leases=tuple(leases)))
+            if added:
+                self._mark_freed(now)
+            self.pending = None  # an open round may offer GPUs that left
+            self._broadcast_share(ShareCause.CAPACITY_CHANGED)
+            return added, removed
 
     def register_query(self, name: str) -> tuple[str, str]:
         token = new_token()
@@ -469,7 +550,7 @@ class ArbiterCore:
             self._broadcast_share(ShareCause.JOB_DEPARTED)
 
     def _share(self, cause: ShareCause) -> ShareChange:
-        n = len(self.queries)
+        n = len(self.queries) + self.external_jobs
         return ShareChange(self.epoch, fair_share(self.capacity(), n), n, cause)
 
     def _broadcast_share(self, cause: ShareCause) -> None:
@@ -729,10 +810,14 @@ class ArbiterCore:
             self.cluster.name, machines, tuple(g for g in self.cluster.gpus if g.machine in names)
         )
 
-    def _job_view(self, app_id: str, now: float, held: frozenset[str]) -> JobView:
+    def _gang(self, app_id: str) -> int:
         app = self.apps[app_id]
         gangs = [int(j.get("gang_size") or 0) for j in app.jobs]
-        gang = min(max([g for g in gangs if g > 0], default=app.max_gpu_demand), app.max_gpu_demand)
+        return min(max([g for g in gangs if g > 0], default=app.max_gpu_demand), app.max_gpu_demand)
+
+    def _job_view(self, app_id: str, now: float, held: frozenset[str]) -> JobView:
+        app = self.apps[app_id]
+        gang = self._gang(app_id)
         progress = self.progress.get(app_id)
         remaining = None
         if progress and progress["iter_time_s"] > 0:
@@ -762,9 +847,11 @@ class ArbiterCore:
         cluster = self._policy_cluster()
         holdings = self.holdings(now)
         order = sorted(members, key=lambda a: (self.apps[a].registered_at, a))
-        jobs = tuple(
-            self._job_view(a, now, holdings.get(a, frozenset()) & cluster.gpu_ids) for a in order
-        )
+        partial_ok = getattr(policy, "holds_partial_gangs", False)
+        held = {a: holdings.get(a, frozenset()) & cluster.gpu_ids for a in order}
+        if not partial_ok:  # a gang cut by a lost node cannot run: the policy places it anew
+            held = {a: g if len(g) >= self._gang(a) else frozenset() for a, g in held.items()}
+        jobs = tuple(self._job_view(a, now, held[a]) for a in order)
         # GPUs still leased to apps without a session look free to the policy; a grant of one
         # starts when that lease ends (plan_leases), so no GPU is ever in two live leases.
         snapshot = PolicySnapshot(now, cluster, jobs, self.policy_state)

@@ -12,7 +12,9 @@ journal and invariant machinery serves every policy:
   attained (LAS, Tiresias), when it first held GPUs, and, from its latest progress report,
   ``remaining_work = iters_remaining x iter_time_s`` with ``ideal_rate = 1`` (the remaining
   time at its current speed, for SRTF/Optimus/AFS-L). ``perf`` is None: policies fall back to
-  their placement-blind rules (each module documents how).
+  their placement-blind rules (each module documents how). A gang cut short by a lost node is
+  shown holding nothing (it cannot run; the policy places it anew, keeping its GPUs if it
+  likes), except to policies that hold containers one by one (``holds_partial_gangs``, yarn-cs).
 * **Grants.** GPUs the decision gives an app that it does not hold become one new lease of
   ``lease_seconds`` (source ``policy``). A GPU still held by another app until the end of its
   grace period is granted from that moment (a lease that starts later), never before: no GPU is

@@ -32,6 +32,7 @@ class YarnCapacity:
     name: str = "yarn-cs"
     preemptive: bool = False  # the simulator may skip calls when no GPU is free
     round_s: float | None = None
+    holds_partial_gangs: bool = True  # containers are held one by one (the live driver keeps them)
 
     def decide(self, snapshot: Snapshot) -> Decision:
         alloc = {j.job_id: j.held for j in snapshot.jobs if j.held}
