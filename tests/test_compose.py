@@ -1,0 +1,407 @@
+"""deploy/: the compose cluster's files agree with each other (no Docker needed).
+
+Parses ``deploy/docker-compose.yml`` with PyYAML and the Hadoop/Hive XML in ``deploy/conf`` with
+ElementTree, and checks what a typo would break at ``docker compose up`` time: pinned images,
+dependencies, mounts, published ports against ``deploy/README.md``, the RM URL the arbiter uses,
+the arbiter's environment and configuration file, and one story about ``yarn.io/gpu`` told by
+resource-types.xml, the NodeManagers' capacity and the Capacity Scheduler's queues.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+import yarn_bridge.env as bridge_env
+from arbiter.config import SCHEMA, env_name, load_config
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+CONF = DEPLOY / "conf"
+COMPOSE = DEPLOY / "docker-compose.yml"
+README = DEPLOY / "README.md"
+GPU = "yarn.io/gpu"
+QUEUES = {"default", "analytics", "gpu"}
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def hadoop_conf(name: str) -> dict[str, str]:
+    """A Hadoop-style ``<configuration><property><name/><value/>`` file as a dict."""
+    root = ET.parse(CONF / name).getroot()
+    assert root.tag == "configuration", name
+    out: dict[str, str] = {}
+    for prop in root.iter("property"):
+        key, value = prop.findtext("name"), prop.findtext("value")
+        assert key is not None and value is not None, f"{name}: property without name/value"
+        assert key.strip() not in out, f"{name}: {key} declared twice"
+        out[key.strip()] = value.strip()
+    return out
+
+
+def vector(text: str) -> dict[str, int]:
+    """``[memory=4096,vcores=4,yarn.io/gpu=8]`` -> ``{"memory": 4096, ...}``."""
+    m = re.fullmatch(r"\[(.*)\]", text.strip())
+    assert m, f"not an absolute resource vector: {text!r}"
+    pairs = (item.split("=", 1) for item in m.group(1).split(",") if item.strip())
+    return {k.strip(): int(v) for k, v in pairs}
+
+
+def command(svc: dict[str, Any]) -> list[str]:
+    cmd = svc.get("command", [])
+    return shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def flag(cmd: list[str], name: str) -> str:
+    assert name in cmd, f"{name} missing from {cmd}"
+    return cmd[cmd.index(name) + 1]
+
+
+def environment(svc: dict[str, Any]) -> dict[str, str]:
+    env = svc.get("environment", {})
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: str(v) for k, v in env.items()}
+
+
+def volumes(svc: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(source, target) of every short-syntax volume entry."""
+    for entry in svc.get("volumes", []):
+        assert isinstance(entry, str), f"use the short volume syntax: {entry!r}"
+        source, target = entry.split(":")[:2]
+        yield source, target
+
+
+def published(svc: dict[str, Any]) -> Iterator[tuple[int, int]]:
+    """(host port, container port) of every published port."""
+    for entry in svc.get("ports", []):
+        parts = str(entry).split(":")
+        assert len(parts) == 3 and parts[0] == "127.0.0.1", f"bind to 127.0.0.1: {entry!r}"
+        yield int(parts[1]), int(parts[2])
+
+
+def dependencies(svc: dict[str, Any]) -> dict[str, str]:
+    deps = svc.get("depends_on", {})
+    if isinstance(deps, list):
+        return dict.fromkeys(deps, "service_started")
+    return {name: spec.get("condition", "service_started") for name, spec in deps.items()}
+
+
+def one_shot(svc: dict[str, Any]) -> bool:
+    return str(svc.get("restart", "no")) == "no"
+
+
+def dockerfile_froms(path: Path) -> list[str]:
+    return [
+        line.split()[1]
+        for line in path.read_text().splitlines()
+        if line.strip().upper().startswith("FROM ")
+    ]
+
+
+def pinned(image: str) -> bool:
+    if "@sha256:" in image:
+        return True
+    name, _, tag = image.rpartition(":")
+    return bool(name) and "/" not in tag and tag not in ("", "latest")
+
+
+def daemons(services: dict[str, dict[str, Any]], *cmd: str) -> list[str]:
+    return [name for name, svc in services.items() if command(svc) == list(cmd)]
+
+
+def hive_dockerfile() -> Path:
+    return DEPLOY / "hive" / "Dockerfile"
+
+
+def mounted_at(svc: dict[str, Any], target: str) -> Path:
+    for source, tgt in volumes(svc):
+        if tgt == target:
+            return (DEPLOY / source).resolve()
+    raise AssertionError(f"nothing mounted at {target}")
+
+
+# -- images, dependencies, mounts, ports -------------------------------------------------------
+
+
+def test_every_image_is_pinned(services: dict[str, dict[str, Any]]) -> None:
+    for name, svc in services.items():
+        assert "image" in svc, f"{name}: name the image (built ones too) with a tag"
+        assert pinned(svc["image"]), f"{name}: image {svc['image']!r} is not pinned"
+        if "build" in svc:
+            build = svc["build"]
+            context = DEPLOY / (build if isinstance(build, str) else build["context"])
+            dockerfile = context / (
+                "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+            )
+            assert dockerfile.is_file(), f"{name}: {dockerfile} missing"
+            for base in dockerfile_froms(dockerfile):
+                assert pinned(base), f"{dockerfile}: base image {base!r} is not pinned"
+
+
+def test_arbiter_image_copies_what_pip_install_needs(services: dict[str, dict[str, Any]]) -> None:
+    build = services["arbiter"]["build"]
+    context = (DEPLOY / build["context"]).resolve()
+    dockerfile = context / build["dockerfile"]
+    froms = dockerfile_froms(dockerfile)
+    assert froms and froms[0].startswith("python:3.11-slim")
+    for line in dockerfile.read_text().splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (context / source).exists(), f"{dockerfile}: COPY {source} not in context"
+    ignore = dockerfile.with_name(dockerfile.name + ".dockerignore").read_text().split()
+    assert ".venv" in ignore and ".git" in ignore
+
+
+def test_dependencies_exist_and_can_be_met(services: dict[str, dict[str, Any]]) -> None:
+    conditions = {"service_started", "service_healthy", "service_completed_successfully"}
+    for name, svc in services.items():
+        for target, condition in dependencies(svc).items():
+            assert target in services, f"{name} depends on unknown service {target}"
+            assert condition in conditions, f"{name} -> {target}: condition {condition!r}"
+            if condition == "service_healthy":
+                assert "healthcheck" in services[target], f"{target} has no healthcheck"
+            if condition == "service_completed_successfully":
+                assert one_shot(services[target]), f"{target} restarts; it never completes"
+
+
+def test_long_running_services_have_healthchecks(services: dict[str, dict[str, Any]]) -> None:
+    for name, svc in services.items():
+        if not one_shot(svc):
+            test = svc.get("healthcheck", {}).get("test")
+            assert test and test[0] in ("CMD", "CMD-SHELL"), f"{name}: no healthcheck"
+
+
+def test_mounts_exist_and_named_volumes_are_declared(compose: dict[str, Any]) -> None:
+    declared = set(compose.get("volumes") or {})
+    used = set()
+    for name, svc in compose["services"].items():
+        for source, target in volumes(svc):
+            if source.startswith("."):
+                path = (DEPLOY / source).resolve()
+                assert path.is_file(), f"{name}: mounted file {source} does not exist"
+                assert path.parent == CONF, f"{name}: config {source} is not in deploy/conf"
+                assert path.name == Path(target).name, f"{name}: {source} mounted as {target}"
+            else:
+                assert source in declared, f"{name}: named volume {source} not declared"
+                used.add(source)
+    assert used == declared, f"declared but unused volumes: {declared - used}"
+
+
+def test_published_ports_are_unique_and_documented(services: dict[str, dict[str, Any]]) -> None:
+    ports = [(host, name, cont) for name, svc in services.items() for host, cont in published(svc)]
+    hosts = [host for host, _, _ in ports]
+    assert len(hosts) == len(set(hosts)), f"host port published twice: {sorted(hosts)}"
+    section = README.read_text().split("## Ports", 1)[1].split("\n## ", 1)[0]
+    table = set()
+    for line in section.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].isdigit():
+            table.add((int(cells[0]), cells[1], int(cells[2])))
+    assert table == set(ports), (
+        f"README ports table and compose differ: only in README {table - set(ports)}, "
+        f"only in compose {set(ports) - table}"
+    )
+
+
+# -- the arbiter -------------------------------------------------------------------------------
+
+
+def test_arbiter_rm_url_is_the_resourcemanager(services: dict[str, dict[str, Any]]) -> None:
+    arbiter = services["arbiter"]
+    cmd = command(arbiter)
+    assert cmd[:2] == ["yarn-arbiter", "serve"]
+    url = urlsplit(flag(cmd, "--rm-url"))
+    (rm,) = daemons(services, "yarn", "resourcemanager")
+    yarn = hadoop_conf("yarn-site.xml")
+    webapp = yarn["yarn.resourcemanager.webapp.address"]
+    assert url.scheme == "http" and url.hostname == rm == services[rm]["hostname"]
+    assert yarn["yarn.resourcemanager.hostname"] == rm
+    assert url.port == int(webapp.rsplit(":", 1)[1])
+    assert (url.port, url.port) in set(published(services[rm]))
+    assert f":{url.port}/" in " ".join(services[rm]["healthcheck"]["test"])
+    assert dependencies(arbiter)[rm] == "service_healthy"
+    assert environment(arbiter)[bridge_env.ENV_RM_URL] == url.geturl()
+
+
+def test_arbiter_environment_uses_shared_names(services: dict[str, dict[str, Any]]) -> None:
+    shared = {getattr(bridge_env, n) for n in bridge_env.__all__ if n.startswith("ENV_")}
+    overrides = {env_name(key) for key in SCHEMA}
+    env = environment(services["arbiter"])
+    unknown = set(env) - shared - overrides
+    assert not unknown, f"arbiter env names not in yarn_bridge/env.py nor config keys: {unknown}"
+    # Application masters in YARN containers dial the arbiter by its compose name.
+    host, port = env[bridge_env.ENV_ARBITER_ADDRESS].rsplit(":", 1)
+    assert host == services["arbiter"]["hostname"] == "arbiter"
+    assert int(port) == int(flag(command(services["arbiter"]), "--port"))
+
+
+def test_arbiter_config_file_validates(services: dict[str, dict[str, Any]]) -> None:
+    arbiter = services["arbiter"]
+    cmd = command(arbiter)
+    path = mounted_at(arbiter, flag(cmd, "--config"))
+    config = load_config(path, environ={})  # raises ConfigError naming any bad key
+    port = int(flag(cmd, "--port"))
+    assert config["arbiter.grpc.port"] == port
+    assert (port, port) in set(published(arbiter))
+    journal = flag(cmd, "--journal")
+    assert config["arbiter.journal.path"] == journal
+    state = [t for s, t in volumes(arbiter) if not s.startswith(".")]
+    assert any(journal.startswith(t.rstrip("/") + "/") for t in state), "journal not on a volume"
+    probe = arbiter["healthcheck"]["test"]
+    assert probe[:3] == ["CMD", "python", "-c"] and f"localhost:{port}" in probe[3]
+    compile(probe[3], "healthcheck", "exec")
+
+
+# -- Hadoop and Hive configuration -------------------------------------------------------------
+
+
+def test_xml_configs_parse() -> None:
+    files = sorted(CONF.glob("*.xml"))
+    assert {f.name for f in files} >= {
+        "core-site.xml",
+        "hdfs-site.xml",
+        "yarn-site.xml",
+        "mapred-site.xml",
+        "capacity-scheduler.xml",
+        "resource-types.xml",
+        "hive-site.xml",
+        "tez-site.xml",
+        "arbiter-site.xml",
+    }
+    for f in files:
+        assert hadoop_conf(f.name), f"{f.name} is empty"
+
+
+def test_hostnames_in_configs_are_services(services: dict[str, dict[str, Any]]) -> None:
+    core, hdfs = hadoop_conf("core-site.xml"), hadoop_conf("hdfs-site.xml")
+    namenode = urlsplit(core["fs.defaultFS"])
+    (nn,) = daemons(services, "hdfs", "namenode")
+    assert namenode.hostname == nn == services[nn]["hostname"]
+    assert hdfs["dfs.namenode.rpc-address"] == f"{nn}:{namenode.port}"
+    assert services[nn]["environment"]["ENSURE_NAMENODE_DIR"] in hdfs["dfs.namenode.name.dir"]
+    for name, svc in services.items():
+        if name.startswith(("namenode", "datanode", "resourcemanager", "nodemanager")):
+            assert svc["hostname"] == name, f"{name}: hostname must equal the service name"
+
+
+def test_gpus_are_declared_consistently(services: dict[str, dict[str, Any]]) -> None:
+    types = hadoop_conf("resource-types.xml")
+    yarn = hadoop_conf("yarn-site.xml")
+    sched = hadoop_conf("capacity-scheduler.xml")
+    assert GPU in [t.strip() for t in types["yarn.resource-types"].split(",")]
+    per_nm = int(yarn[f"yarn.nodemanager.resource-type.{GPU}"])
+    assert per_nm > 0 and "yarn.nodemanager.resource-plugins" not in yarn  # fake, countable
+    assert int(types[f"yarn.resource-types.{GPU}.maximum-allocation"]) == per_nm
+
+    # Every NodeManager (and the RM) reads the same yarn-site.xml and resource-types.xml.
+    nms = daemons(services, "yarn", "nodemanager")
+    (rm,) = daemons(services, "yarn", "resourcemanager")
+    assert len(nms) == 2
+    for name in [*nms, rm]:
+        for f in ("yarn-site.xml", "resource-types.xml"):
+            assert mounted_at(services[name], f"/opt/hadoop/etc/hadoop/{f}") == CONF / f
+    assert mounted_at(services[rm], "/opt/hadoop/etc/hadoop/capacity-scheduler.xml").is_file()
+    total = {
+        "memory": len(nms) * int(yarn["yarn.nodemanager.resource.memory-mb"]),
+        "vcores": len(nms) * int(yarn["yarn.nodemanager.resource.cpu-vcores"]),
+        GPU: len(nms) * per_nm,
+    }
+
+    # The scheduler compares by dominant share and guarantees the gpu queue every GPU.
+    assert sched["yarn.scheduler.capacity.resource-calculator"].endswith(
+        "DominantResourceCalculator"
+    )
+    queues = [q.strip() for q in sched["yarn.scheduler.capacity.root.queues"].split(",")]
+    assert set(queues) == QUEUES
+    prefix = "yarn.scheduler.capacity.root"
+    guaranteed = {q: vector(sched[f"{prefix}.{q}.capacity"]) for q in queues}
+    maximum = {q: vector(sched[f"{prefix}.{q}.maximum-capacity"]) for q in queues}
+    for resource, amount in total.items():
+        assert sum(v.get(resource, 0) for v in guaranteed.values()) == amount, resource
+        for q in queues:
+            assert guaranteed[q].get(resource, 0) <= maximum[q].get(resource, 0) <= amount
+    assert guaranteed["gpu"][GPU] == total[GPU]
+    assert all(GPU not in guaranteed[q] for q in QUEUES - {"gpu"})
+    assert all(v.get(GPU) != 0 for v in [*guaranteed.values(), *maximum.values()])
+
+
+def test_scheduler_conf_mutation_needs_no_zookeeper(services: dict[str, dict[str, Any]]) -> None:
+    yarn = hadoop_conf("yarn-site.xml")
+    assert yarn["yarn.scheduler.configuration.store.class"] == "fs"
+    assert "hadoop.zk.address" not in yarn and "hadoop.zk.address" not in hadoop_conf(
+        "core-site.xml"
+    )
+    store = urlsplit(yarn["yarn.scheduler.configuration.fs.path"])
+    (rm,) = daemons(services, "yarn", "resourcemanager")
+    state = [t for s, t in volumes(services[rm]) if not s.startswith(".")]
+    assert store.scheme == "file" and any(store.path.startswith(t + "/") for t in state)
+    assert yarn["yarn.admin.acl"] == "*"
+
+
+def test_hive_runs_on_tez_on_yarn(services: dict[str, dict[str, Any]]) -> None:
+    hive, tez = hadoop_conf("hive-site.xml"), hadoop_conf("tez-site.xml")
+    assert hive["hive.execution.engine"] == "tez"
+    assert tez["tez.local.mode"] == "false" and tez["tez.use.cluster.hadoop-libs"] == "true"
+    assert hive["tez.queue.name"] in QUEUES - {"gpu"}
+    # Pin the SQL's join order; leave hive.query.tag settable per query.
+    excluded = re.compile(hive["hive.cbo.rule.exclusion.regex"])
+    for rule in ("LoptOptimizeJoinRule", "JoinToMultiJoinRule", "HiveJoinCommuteRule"):
+        assert excluded.fullmatch(rule), rule
+    assert "hive.query.tag" not in hive.get("hive.conf.restricted.list", "")
+    # tez.lib.uris names what hdfs-init uploads, on the cluster's HDFS.
+    core = hadoop_conf("core-site.xml")
+    script = (DEPLOY / "hive" / "hdfs-init.sh").read_text()
+    for uri in tez["tez.lib.uris"].split(","):
+        parts = urlsplit(uri)
+        assert f"{parts.scheme}://{parts.netloc}" == core["fs.defaultFS"]
+        assert parts.path in ("/apps/tez", "/apps/tez/lib")
+    assert "TEZ_HDFS_DIR:-/apps/tez" in script and '"$TEZ_HDFS_DIR/lib/"' in script
+    copied = re.search(r"^COPY hdfs-init\.sh (\S+)$", hive_dockerfile().read_text(), re.M)
+    assert copied and copied.group(1) in services["hdfs-init"]["entrypoint"]
+    # The Hive services read the Hadoop client configuration next to hive-site.xml.
+    hs2 = services["hiveserver2"]
+    needed = {"hive-site.xml", "tez-site.xml", "core-site.xml", "yarn-site.xml"}
+    for name in ("hdfs-init", "metastore", "hiveserver2"):
+        assert {Path(t).name for _, t in volumes(services[name])} >= needed, name
+    assert environment(hs2)["IS_RESUME"] == "true"
+    assert "thrift://metastore:9083" in environment(hs2)["SERVICE_OPTS"]
+    port = int(hive["hive.server2.thrift.port"])
+    assert (port, port) in set(published(hs2))
+    assert f"/dev/tcp/localhost/{port}" in " ".join(hs2["healthcheck"]["test"])
+    assert dependencies(hs2)["hdfs-init"] == "service_completed_successfully"
+
+
+def test_metastore_uses_the_postgres_service(services: dict[str, dict[str, Any]]) -> None:
+    metastore = services["metastore"]
+    env = environment(metastore)
+    assert env["DB_DRIVER"] == "postgres" and "IS_RESUME" not in env  # schematool runs here
+    url = re.search(r"ConnectionURL=jdbc:postgresql://([^:/]+):(\d+)/(\w+)", env["SERVICE_OPTS"])
+    assert url, "metastore: no PostgreSQL JDBC URL in SERVICE_OPTS"
+    db = services[url.group(1)]
+    assert db["image"].startswith("postgres:") and url.group(2) == "5432"
+    assert environment(db)["POSTGRES_DB"] == url.group(3)
+    assert dependencies(metastore)[url.group(1)] == "service_healthy"
+    # The stock apache/hive image has no PostgreSQL driver; the derived image adds it.
+    assert "/opt/hive/lib/postgres.jar" in hive_dockerfile().read_text()
+    images = {services[s]["image"] for s in ("hdfs-init", "metastore", "hiveserver2")}
+    builds = {services[s]["build"] for s in ("hdfs-init", "metastore", "hiveserver2")}
+    assert len(images) == 1 and builds == {"./hive"}
