@@ -332,8 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
     cluster.set_defaults(func=_cmd_cluster)
     from arbiter.sim.cli import add_parsers
+    from yarn_bridge.cli import add_parsers as add_bridge_parsers
 
     add_parsers(sub)
+    add_bridge_parsers(sub)
     return parser
 
 

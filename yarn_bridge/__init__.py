@@ -1,5 +1,13 @@
-"""yarn_bridge: ResourceManager REST client, watcher, enforcer and RM emulator.
+"""yarn_bridge: the link between the arbiter and the YARN ResourceManager (issue 7).
 
-Placeholder package of the design card's layout; it is built by the yarn_bridge issue
-(``../shared/spec/yarn-hive-integration.md``). Nothing here is called yet.
+* :mod:`yarn_bridge.rm`: the typed RM REST client (``RMClient`` / ``AsyncRMClient``): cluster
+  info and metrics, Capacity / Fair Scheduler queues, nodes with ``yarn.io/gpu`` capacity,
+  apps (list, get, kill, move, priority, lifetime), new-application and submission, scheduler
+  configuration mutation; RM HA, retries with a deadline, simple auth and a SPNEGO hook.
+* :mod:`yarn_bridge.emulator`: an RM emulator with Hadoop 3.3 / 3.4 JSON shapes over a
+  simulated GPU cluster, with faults on demand (outage, slowness, malformed answers, restart,
+  HA failover), for tests and demos; ``yarn-arbiter emulate-rm`` (:mod:`yarn_bridge.cli`).
+* :mod:`yarn_bridge.env`: environment names shared with ``yarn-arbiter submit`` and the AMs.
+
+Spec: ``../shared/spec/yarn-hive-integration.md`` §1-§2.
 """
