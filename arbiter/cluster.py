@@ -18,8 +18,14 @@ A cluster is declared in YAML::
           - {name: big-0, slots: 4, gpus_per_slot: 2, gpu_type: v100}
 
 Optional ``vcores`` and ``memory_mb`` per machine give the CPU/memory capacity behind QOOP's
-fair-share vector (GPUs go through leases instead). A machine entry with ``prefix`` and
-``count`` expands to ``count`` machines named
+fair-share vector (GPUs go through leases instead) and behind Synergy's CPU/memory allocation
+(issue 8). A machine that declares neither gets, for Synergy, :attr:`Machine.cpus` =
+:data:`DEFAULT_CPUS_PER_GPU` (3) and :attr:`Machine.mem_gb` = :data:`DEFAULT_MEM_GB_PER_GPU`
+(62.5) per GPU: the ratios of Synergy's ``default_cluster.ini`` (8 GPUs, 24 CPUs, 500 GB per
+server; spec ``synergy.md`` §9). ``vcores`` and ``memory_mb`` themselves keep their declared
+value (0 = undeclared), so QOOP's shares are unchanged. 1 GB = 1024 MB.
+
+A machine entry with ``prefix`` and ``count`` expands to ``count`` machines named
 ``<prefix>-00``, ``<prefix>-01``, ...; one with ``name`` declares a single machine.
 
 Shipped specs (``arbiter/specs``, list them with :func:`shipped_specs`):
@@ -47,6 +53,8 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "DEFAULT_CPUS_PER_GPU",
+    "DEFAULT_MEM_GB_PER_GPU",
     "GPU",
     "Cluster",
     "ClusterSpecError",
@@ -56,6 +64,10 @@ __all__ = [
     "shipped_specs",
     "shorthand_cluster",
 ]
+
+
+DEFAULT_CPUS_PER_GPU = 3.0  # Synergy default_cluster.ini: 24 CPUs per 8-GPU server
+DEFAULT_MEM_GB_PER_GPU = 62.5  # ... and 500 GB per 8-GPU server
 
 
 class ClusterSpecError(ValueError):
@@ -87,6 +99,16 @@ class Machine:
     def num_gpus(self) -> int:
         return self.slots * self.gpus_per_slot
 
+    @property
+    def cpus(self) -> float:
+        """CPU cores for Synergy: ``vcores`` if declared, else 3 per GPU (module docstring)."""
+        return float(self.vcores) if self.vcores else DEFAULT_CPUS_PER_GPU * self.num_gpus
+
+    @property
+    def mem_gb(self) -> float:
+        """Memory in GB for Synergy: ``memory_mb`` / 1024 if declared, else 62.5 per GPU."""
+        return self.memory_mb / 1024.0 if self.memory_mb else DEFAULT_MEM_GB_PER_GPU * self.num_gpus
+
 
 @dataclass(frozen=True)
 class Cluster:
@@ -97,6 +119,7 @@ class Cluster:
     gpus: tuple[GPU, ...]
     _by_id: Mapping[str, GPU] = field(init=False, repr=False, compare=False)
     _index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _machine: Mapping[str, Machine] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_id = {g.id: g for g in self.gpus}
@@ -104,6 +127,21 @@ class Cluster:
             raise ClusterSpecError(f"cluster {self.name!r}: duplicate GPU ids")
         object.__setattr__(self, "_by_id", by_id)
         object.__setattr__(self, "_index", {g.id: k for k, g in enumerate(self.gpus)})
+        object.__setattr__(self, "_machine", {m.name: m for m in self.machines})
+
+    def machine(self, name: str) -> Machine:
+        """The machine called ``name``."""
+        return self._machine[name]
+
+    def proportional_share(self, gpu_ids: Iterable[str]) -> tuple[float, float]:
+        """(CPUs, GB) that ``gpu_ids`` get GPU-proportionally: on each machine, its CPUs and
+        memory times the fraction of its GPUs in the set (Synergy's baseline, spec §1)."""
+        cpus = mem = 0.0
+        for gid in gpu_ids:
+            m = self._machine[self._by_id[gid].machine]
+            cpus += m.cpus / m.num_gpus
+            mem += m.mem_gb / m.num_gpus
+        return cpus, mem
 
     def index(self, gpu_id: str) -> int:
         """Position of the GPU in cluster order (machines as declared, then slot, then GPU)."""
@@ -241,6 +279,8 @@ def shorthand_cluster(spec: str) -> Cluster:
       with ``--num_gpus_per_server 1:1:1``); one rack per GPU type.
     * ``nodes:N:G``: N identical machines with G GPUs each, one slot per machine (GPUs on a
       machine share its interconnect), racks of at most 16 machines.
+    * ``nodes:N:G:C:M``: the same with C CPU cores and M GB of memory per machine (Synergy's
+      servers: ``nodes:4:8:24:500``); without them the Synergy defaults per GPU apply.
     """
     kind, _, rest = spec.partition(":")
     try:
@@ -254,13 +294,18 @@ def shorthand_cluster(spec: str) -> Cluster:
             for k in range(n)
         ]
         return Cluster.from_machines(spec, machines)
-    if kind == "nodes" and len(counts) == 2 and all(c >= 1 for c in counts):
-        n, g = counts
-        machines = [Machine(f"node-{k:03d}", f"rack-{k // 16:02d}", 1, g, "gpu") for k in range(n)]
+    if kind == "nodes" and len(counts) in (2, 4) and all(c >= 1 for c in counts):
+        n, g = counts[:2]
+        cpus, mem_gb = counts[2:] or (0, 0)
+        machines = [
+            Machine(f"node-{k:03d}", f"rack-{k // 16:02d}", 1, g, "gpu", cpus, mem_gb * 1024)
+            for k in range(n)
+        ]
         return Cluster.from_machines(spec, machines)
     raise ClusterSpecError(
         f"cluster shorthand {spec!r}: expected gavel:V:P:K (GPU counts, not all 0) "
-        "or nodes:N:G (N machines of G GPUs, both >= 1)"
+        "or nodes:N:G (N machines of G GPUs, both >= 1), optionally nodes:N:G:C:M "
+        "(C CPUs and M GB of memory per machine, both >= 1)"
     )
 
 

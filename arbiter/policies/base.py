@@ -10,6 +10,14 @@ never on the policy object, so one policy object can serve many simulations.
 a running job left out is preempted. A job runs only while it holds ``gang`` GPUs (gang
 semantics); a job holding fewer (YARN-style container hoarding) holds them idle.
 
+CPU and memory (Synergy, issue 8): ``Decision.grants`` may give a job that holds GPUs a total of
+``(cpus, mem_gb)``, split over its machines in proportion to its GPUs there (Synergy's rule R2);
+a job without an entry gets each machine's CPUs and memory in proportion to its GPUs on it (the
+GPU-proportional baseline, :meth:`Cluster.proportional_share`). Per machine, the CPUs and memory
+of all holders never exceed :attr:`Machine.cpus` / :attr:`Machine.mem_gb`. A job's measured
+sensitivity (throughput against CPU and memory per GPU) is ``JobView.sensitivity``, and the
+grant it runs with now ``JobView.grant``; both are None for jobs that do not have them.
+
 :class:`FreePool` is the shared placement rule: a gang goes to the free GPUs that give it the best
 measured rate, trying per GPU type a best-fit single machine, then the fewest machines of one
 rack, then of the cluster; ties go to the denser placement (fewer machines), then to cluster
@@ -28,7 +36,16 @@ from arbiter.bids import partitions
 from arbiter.cluster import Cluster
 from arbiter.placement import placement_of
 
-__all__ = ["Decision", "FreePool", "JobView", "Policy", "PolicyError", "Snapshot"]
+__all__ = [
+    "Decision",
+    "FreePool",
+    "JobView",
+    "Policy",
+    "PolicyError",
+    "Snapshot",
+    "check_grants",
+    "machine_usage",
+]
 
 
 class PolicyError(ValueError):
@@ -52,6 +69,10 @@ class JobView:
     work: float | None = None
     perf: Any = None  # a PerfModel
     ideal_rate: float | None = None  # rate on the best placement of an empty cluster
+    # Synergy (issue 8): a Sensitivity (arbiter.sim.perf), and the (cpus, mem_gb) the job runs
+    # with now (None: not running, or a perf model that ignores CPU and memory).
+    sensitivity: Any = None
+    grant: tuple[float, float] | None = None
 
     @property
     def running(self) -> bool:
@@ -76,9 +97,12 @@ class Decision:
     allocation: Mapping[str, frozenset[str]] = field(default_factory=dict)
     policy_state: Any = None
     wake_at: float | None = None  # call me again at this time even if nothing happens
+    # job -> (cpus, mem_gb) in total over its machines; absent = GPU-proportional (docstring)
+    grants: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allocation", MappingProxyType(dict(self.allocation)))
+        object.__setattr__(self, "grants", MappingProxyType(dict(self.grants)))
 
 
 class Policy(Protocol):
@@ -91,9 +115,59 @@ class Policy(Protocol):
     def decide(self, snapshot: Snapshot) -> Decision: ...
 
 
+def machine_usage(
+    cluster: Cluster,
+    allocation: Mapping[str, frozenset[str]],
+    grants: Mapping[str, tuple[float, float]],
+) -> dict[str, list[float]]:
+    """Machine -> [GPUs, CPUs, GB] held under ``allocation`` and ``grants`` (module docstring:
+    a grant is split over the job's machines in proportion to its GPUs there)."""
+    usage: dict[str, list[float]] = {}
+    for job_id, gpus in allocation.items():
+        if not gpus:
+            continue
+        per: dict[str, int] = {}
+        for g in gpus:
+            m = cluster.gpu(g).machine
+            per[m] = per.get(m, 0) + 1
+        grant = grants.get(job_id)
+        for m, k in per.items():
+            row = usage.setdefault(m, [0.0, 0.0, 0.0])
+            row[0] += k
+            if grant is None:
+                mach = cluster.machine(m)
+                row[1] += mach.cpus * k / mach.num_gpus
+                row[2] += mach.mem_gb * k / mach.num_gpus
+            else:
+                row[1] += grant[0] * k / len(gpus)
+                row[2] += grant[1] * k / len(gpus)
+    return usage
+
+
+def check_grants(
+    cluster: Cluster,
+    allocation: Mapping[str, frozenset[str]],
+    grants: Mapping[str, tuple[float, float]],
+) -> None:
+    """Raise :class:`PolicyError` unless every grant goes to a job holding GPUs, is finite and
+    >= 0, and no machine's CPUs or memory are exceeded (relative tolerance 1e-9)."""
+    if not grants:
+        return  # GPU-proportional everywhere: never above capacity
+    for job_id, grant in grants.items():
+        if not allocation.get(job_id):
+            raise PolicyError(f"grant for job {job_id!r}, which holds no GPUs")
+        if len(grant) != 2 or not all(math.isfinite(x) and x >= 0 for x in grant):
+            raise PolicyError(f"job {job_id!r}: grant must be (cpus, mem_gb) >= 0, got {grant}")
+    for m, (_, cpus, mem) in machine_usage(cluster, allocation, grants).items():
+        mach = cluster.machine(m)
+        for what, used, cap in (("CPUs", cpus, mach.cpus), ("GB of memory", mem, mach.mem_gb)):
+            if used > cap * (1 + 1e-9) + 1e-9:
+                raise PolicyError(f"machine {m}: {used:g} {what} granted, it has {cap:g}")
+
+
 def check_decision(snapshot: Snapshot, decision: Decision) -> None:
-    """Raise :class:`PolicyError` unless every GPU is known and held once, and no gang is
-    exceeded or given to an unknown job."""
+    """Raise :class:`PolicyError` unless every GPU is known and held once, no gang is
+    exceeded or given to an unknown job, and CPU/memory grants fit (:func:`check_grants`)."""
     jobs = {j.job_id: j for j in snapshot.jobs}
     seen: dict[str, str] = {}
     for job_id, gpus in decision.allocation.items():
@@ -109,6 +183,7 @@ def check_decision(snapshot: Snapshot, decision: Decision) -> None:
             if g in seen:
                 raise PolicyError(f"GPU {g} given to both {seen[g]!r} and {job_id!r}")
             seen[g] = job_id
+    check_grants(snapshot.cluster, decision.allocation, decision.grants)
 
 
 class FreePool:

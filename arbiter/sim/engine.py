@@ -15,6 +15,15 @@ more GPUs than its trace asks for), so a decision giving a job more than its gan
 Ties are broken by arrival time then job id, and policies get a
 seed, so a run is deterministic.
 
+CPU and memory (Synergy, issue 8): a job whose perf model has ``rate_with`` (a
+:class:`~arbiter.sim.perf.ResourcePerfModel`) runs at ``rate_with(placement, cpus, mem_gb)``
+with its grant from ``Decision.grants``, or its GPU-proportional share of its machines when the
+decision gives none; a new grant alone (same GPUs) changes its rate from the decision on. The
+engine checks grants like GPUs: only to jobs holding GPUs, and per machine never more CPUs or
+memory than it has (:func:`~arbiter.policies.base.check_grants`). Other perf models ignore
+grants, so every existing number is unchanged. ``placement_score`` stays a placement measure:
+it uses the rate at the reference allocation (``rate``), not the grant.
+
 :func:`isolated_run` is the ``isolated`` policy, the denominator of ρ: each job alone on a 1/N(t)
 share of the cluster, N(t) the jobs active at t in that same run, i.e. egalitarian processor
 sharing in which a job of gang g runs at ``iso_rate · min(1, C / (N(t)·g))``. ``iso_rate`` is the
@@ -39,6 +48,7 @@ from arbiter.policies.base import (
     Policy,
     PolicyError,
     Snapshot,
+    check_grants,
     ideal_rate,
 )
 from arbiter.sim.perf import SimJob
@@ -95,9 +105,12 @@ class _Run:
     __slots__ = (
         "_cached",
         "attained",
+        "aux",
+        "grant",
         "held",
         "ideal",
         "job",
+        "place_rate",
         "rate",
         "remaining",
         "res",
@@ -110,7 +123,10 @@ class _Run:
         self.job, self.res, self.ideal = job, res, ideal
         self.remaining = job.work
         self.held: frozenset[str] = frozenset()
+        self.aux = hasattr(job.perf, "rate_with")  # the rate depends on CPU and memory
+        self.grant: tuple[float, float] | None = None  # (cpus, mem_gb) it runs with
         self.rate = 0.0
+        self.place_rate = 0.0  # rate at the reference allocation (placement score)
         self.since = job.arrival_s
         self.attained = 0.0
         self.version = 0
@@ -125,7 +141,7 @@ class _Run:
                 self.remaining -= self.rate * dt
                 self.res.busy_gpu_s += self.job.gang * dt
                 self.attained += self.job.gang * dt
-                self.score_w += self.rate / self.ideal * dt
+                self.score_w += self.place_rate / self.ideal * dt
         self.since = t
 
     def view(self, t: float) -> JobView:
@@ -146,6 +162,8 @@ class _Run:
             work=self.job.work,
             perf=self.job.perf,
             ideal_rate=self.ideal,
+            sensitivity=self.job.sensitivity,
+            grant=self.grant if running else None,
         )
         if not running:
             self._cached = (self.version, view)
@@ -287,6 +305,14 @@ def simulate(
     return out
 
 
+def _grant(decision: Decision, cluster: Cluster, run: _Run, gpus) -> tuple[float, float] | None:
+    """The (cpus, mem_gb) a resource-aware job runs with on ``gpus`` (module docstring)."""
+    if not run.aux or len(gpus) < run.job.gang:
+        return None
+    grant = decision.grants.get(run.job.job_id)
+    return tuple(grant) if grant is not None else cluster.proportional_share(gpus)
+
+
 def _apply(decision, active, owner, cluster, t, busy, held_total, name):
     alloc = decision.allocation
     changed = []
@@ -298,7 +324,7 @@ def _apply(decision, active, owner, cluster, t, busy, held_total, name):
             raise PolicyError(
                 f"policy {name!r} gave {job_id!r} {len(gpus)} GPUs, its gang is {run.job.gang}"
             )
-        if gpus != run.held:
+        if gpus != run.held or (run.aux and _grant(decision, cluster, run, gpus) != run.grant):
             changed.append(run)
     for run in active.values():
         if run.held and run.job.job_id not in alloc:
@@ -325,16 +351,25 @@ def _apply(decision, active, owner, cluster, t, busy, held_total, name):
         run.version += 1
         held_total += len(new)
         if len(new) >= run.job.gang:
-            run.rate = run.job.perf.rate(placement_of(cluster, new))
+            placement = placement_of(cluster, new)
+            run.place_rate = run.job.perf.rate(placement)
+            run.grant = _grant(decision, cluster, run, new)
+            run.rate = run.job.perf.rate_with(placement, *run.grant) if run.aux else run.place_rate
             if not run.rate > 0:
                 raise PolicyError(f"job {run.job.job_id!r} has rate {run.rate} on its GPUs")
             busy += run.job.gang
             if run.res.start_s is None:
                 run.res.start_s = t
         else:
-            run.rate = 0.0
+            run.rate = run.place_rate = 0.0
+            run.grant = None
             if was_running:
                 run.res.preemptions += 1
+    if decision.grants:
+        try:
+            check_grants(cluster, alloc, decision.grants)
+        except PolicyError as exc:
+            raise PolicyError(f"policy {name!r}: {exc}") from None
     return busy, held_total, changed
 
 

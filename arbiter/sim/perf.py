@@ -25,9 +25,30 @@ trace has it:
   profiled models: < 0.1 GPU-h ncf, < 1 cifar10, < 5 deepspeech2, < 25 yolov3, < 100 bert,
   else imagenet; S(G) is then that model's measured placement sensitivity (``ProfileModel``).
   Tiresias jobs use the 4-level locality model.
-* **Synergy**: the replay trace gives iterations but no iteration time; we take one iteration as
-  one second on an ideal placement with the locality model (the Synergy issue brings measured
-  per-model sensitivities).
+* **Synergy**: the replay trace gives iterations but no iteration time; by default we take one
+  iteration as one second on an ideal placement with the locality model. With
+  ``sim_jobs(..., synergy_sensitivity=True)`` (issue 8) each job gets a :class:`SynergyPerf`
+  instead: work = iterations x the model's iteration time (seconds at the GPU-proportional
+  point on one machine) and a measured CPU/memory :class:`Sensitivity` (below).
+
+**Synergy sensitivity** (Synergy §3.1, spec ``synergy.md`` §2 and §15). The shipped trace names
+each job's model but carries no sensitivity data, and the paper prints no per-model matrix (only
+anchors, spec §9). We therefore use the reference implementation's profiles, which the paper's
+simulator ran on (*not in the paper*; msr-fiddle/synergy @ 1b013c2,
+``simulator/models/<model>_1.py``, MIT like the trace): throughput per GPU on the grid
+CPU = 1, 2, 3, 4, 5, 6, 9, 12, 24 cores and memory = 20.83, 62.5, 125, 187.5, 250 GB per GPU,
+normalised to 1 at the proportional point (3 CPUs, 62.5 GB), and the iteration times
+``iter_time`` of those files. The tables of ``alexnet``, ``shufflenet``, ``res18``, ``res50``,
+``mobilenet`` and ``m5`` are copied verbatim. ``deepspeech``, ``gnmt``, ``lstm`` and
+``transformer`` have no ``_1`` file in the copy we could read; we build them from the spec's
+table (best CPU, best memory, speed-up 1.0) and the ``_2`` files: deepspeech 0.3 / 0.66 / 1 at
+1 / 2 / >= 3 CPUs and 0.1 at 20.83 GB (the image and speech models' cache-miss column; our
+assumption), the three language models flat at 1 (insensitive down to 1 CPU and 20.83 GB,
+Synergy L49, L96). The same model's matrix serves every GPU count, as the reference does.
+Between grid points the throughput is bilinear (the paper does not say how unprofiled points are
+filled, spec §2.2); beyond the largest point it stays flat (saturated); below the smallest it
+falls linearly to 0 at 0. ``W`` must be non-decreasing in both resources (more never hurts).
+Storage bandwidth, the reference's fourth dimension, is not modelled.
 """
 
 from __future__ import annotations
@@ -35,6 +56,7 @@ from __future__ import annotations
 import bisect
 import csv
 import functools
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -42,19 +64,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from arbiter.cluster import DEFAULT_CPUS_PER_GPU, DEFAULT_MEM_GB_PER_GPU
 from arbiter.datasets import data_root
 from arbiter.placement import LocalityModel, Placement, ProfileModel, SlowdownModel
 from arbiter.traces import TraceError, TraceJob, load_gavel_throughputs
 
 __all__ = [
     "PHILLY_CLASSES",
+    "SYNERGY_MODELS",
     "GavelModel",
     "PerfModel",
     "PolluxModel",
+    "ResourcePerfModel",
+    "Sensitivity",
     "SimJob",
     "SlowdownPerf",
+    "SynergyPerf",
     "philly_class",
     "sim_jobs",
+    "synergy_perf",
 ]
 
 
@@ -64,9 +92,160 @@ class PerfModel(Protocol):
         ...
 
 
+class ResourcePerfModel(PerfModel, Protocol):
+    """A perf model whose rate also depends on the job's CPUs and memory (Synergy). The engine
+    calls ``rate_with`` with the job's grant; ``rate`` is the rate at a reference
+    GPU-proportional allocation (used for placement choices, ideal and isolated rates)."""
+
+    def rate_with(self, placement: Placement, cpus: float, mem_gb: float) -> float: ...
+
+
+def _axis(grid: tuple[float, ...], x: float) -> tuple[tuple[int, float], ...]:
+    """Interpolation weights of ``x`` on one axis (module docstring)."""
+    if x >= grid[-1]:
+        return ((len(grid) - 1, 1.0),)
+    if x <= grid[0]:
+        return ((0, max(0.0, x) / grid[0]),)
+    k = bisect.bisect_right(grid, x) - 1
+    t = (x - grid[k]) / (grid[k + 1] - grid[k])
+    return ((k, 1.0 - t), (k + 1, t))
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """A job's resource sensitivity matrix W (Synergy §3.1): throughput per GPU at
+    ``tput[i][k]`` for ``cpus[i]`` cores and ``mem_gb[k]`` GB *per GPU*, normalised so that the
+    job's work unit is a second at the reference proportional point (module docstring)."""
+
+    cpus: tuple[float, ...]
+    mem_gb: tuple[float, ...]
+    tput: tuple[tuple[float, ...], ...]
+
+    def __post_init__(self) -> None:
+        for name, grid in (("cpus", self.cpus), ("mem_gb", self.mem_gb)):
+            if not grid or grid[0] <= 0 or any(b <= a for a, b in itertools.pairwise(grid)):
+                raise ValueError(f"sensitivity {name} grid must be positive and increasing")
+        if len(self.tput) != len(self.cpus) or any(len(r) != len(self.mem_gb) for r in self.tput):
+            raise ValueError("sensitivity tput must be len(cpus) rows of len(mem_gb) values")
+        rows = self.tput
+        if any(not (math.isfinite(w) and w >= 0) for r in rows for w in r):
+            raise ValueError("sensitivity tput must be finite and >= 0")
+        if any(b < a for r in rows for a, b in itertools.pairwise(r)) or any(
+            b < a for r0, r1 in itertools.pairwise(rows) for a, b in zip(r0, r1, strict=True)
+        ):
+            raise ValueError("sensitivity tput must not decrease with more CPU or memory")
+
+    @classmethod
+    def flat(cls, cpus: float = 1.0, mem_gb: float = 1.0) -> Sensitivity:
+        """An insensitive job: throughput 1 from ``cpus`` and ``mem_gb`` per GPU up."""
+        return cls((cpus,), (mem_gb,), ((1.0,),))
+
+    def speed(self, cpus: float, mem_gb: float) -> float:
+        """Throughput with ``cpus`` cores and ``mem_gb`` GB per GPU (module docstring)."""
+        return sum(
+            wc * wm * self.tput[i][k]
+            for i, wc in _axis(self.cpus, cpus)
+            for k, wm in _axis(self.mem_gb, mem_gb)
+        )
+
+    def candidates(
+        self, cap: tuple[float, float] = (math.inf, math.inf)
+    ) -> tuple[tuple[float, float], ...]:
+        """The profiled points, each clipped to ``cap`` (CPUs, GB per GPU), without repeats:
+        the per-GPU allocations Synergy-Tune and Synergy-Opt choose from."""
+        pts = {(min(c, cap[0]), min(m, cap[1])) for c in self.cpus for m in self.mem_gb}
+        return tuple(sorted(pts))
+
+    def best_case(
+        self,
+        floor: float = 0.0,
+        eps: float = 0.0,
+        cap: tuple[float, float] = (math.inf, math.inf),
+    ) -> tuple[float, float]:
+        """The job's best-case demand per GPU (Synergy L144, spec §2.4): the candidate with the
+        fewest CPUs, then the least memory, whose throughput reaches
+        ``max(floor, (1 - eps) * best)``, ``best`` the highest throughput among the candidates.
+        ``floor`` is the throughput at the GPU-proportional point (the no-slowdown rule)."""
+        pts = self.candidates(cap)
+        speeds = [self.speed(c, m) for c, m in pts]
+        target = max(floor, (1.0 - eps) * max(speeds)) - 1e-12
+        return next(p for p, w in zip(pts, speeds, strict=True) if w >= target)
+
+
+@dataclass(frozen=True)
+class SynergyPerf:
+    """Rate = W(CPUs per GPU, GB per GPU) / S(G) (module docstring). ``rate`` alone assumes
+    the ``reference`` proportional point (Synergy's 3 CPUs and 62.5 GB per GPU)."""
+
+    sensitivity: Sensitivity
+    slowdown_model: SlowdownModel = field(default_factory=LocalityModel)
+    reference: tuple[float, float] = (DEFAULT_CPUS_PER_GPU, DEFAULT_MEM_GB_PER_GPU)
+
+    def rate(self, placement: Placement) -> float:
+        return self.sensitivity.speed(*self.reference) / self.slowdown_model.slowdown(placement)
+
+    def rate_with(self, placement: Placement, cpus: float, mem_gb: float) -> float:
+        g = placement.num_gpus
+        w = self.sensitivity.speed(cpus / g, mem_gb / g)
+        return w / self.slowdown_model.slowdown(placement)
+
+
+_CPU_GRID = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 9.0, 12.0, 24.0)
+_MEM_GRID = (20.83, 62.5, 125.0, 187.5, 250.0)
+
+
+def _rows(cpu_rows: Iterable[Iterable[float]]) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(float(x) for x in r) for r in cpu_rows)
+
+
+def _by_cpu(per_cpu: Iterable[float], low_mem: float = 0.1) -> tuple[tuple[float, ...], ...]:
+    """Rows flat in memory from 62.5 GB up, ``low_mem`` at 20.83 GB."""
+    return _rows([min(low_mem, w), w, w, w, w] for w in per_cpu)
+
+
+_IMG_LOW = (0.3, 0.66, 1.0, 1.25, 1.53, 1.75)  # alexnet / shufflenet, 1-6 CPUs
+# model -> (iteration time in s at the proportional point, W over _CPU_GRID x _MEM_GRID).
+SYNERGY_MODELS: Mapping[str, tuple[float, tuple[tuple[float, ...], ...]]] = {
+    "alexnet": (
+        0.6,
+        _by_cpu(_IMG_LOW)
+        + _rows([[0.1, 2, 2, 2, 2], [0.1, 2, 2.94, 2.94, 2.94], [0.1, 2, 2.94, 2.94, 2.94]]),
+    ),
+    "shufflenet": (
+        0.615,
+        _by_cpu(_IMG_LOW)
+        + _rows([[0.1, 2, 2, 2, 2], [0.1, 2, 2.89, 2.89, 2.89], [0.1, 2, 2.89, 2.89, 2.89]]),
+    ),
+    "res18": (0.64, _by_cpu((0.37, 0.72, 1, 1.3, 1.53, 1.75, 2.4, 2.4, 2.4))),
+    "mobilenet": (0.71, _by_cpu((0.37, 0.72, 1, 1.3, 1.49, 1.55, 1.55, 1.55, 1.55))),
+    "res50": (0.78, _by_cpu((0.4, 0.74, 1, 1.15, 1.15, 1.15, 1.15, 1.15, 1.15))),
+    "m5": (
+        0.6,
+        _by_cpu((0.3, 0.66, 1, 1.2, 1.4)) + _rows([[0.1, 1.5, 2, 2.5, 2.5]] * 4),
+    ),
+    "deepspeech": (0.757, _by_cpu((0.3, 0.66, 1, 1, 1, 1, 1, 1, 1))),
+    "gnmt": (0.12, _rows([[1.0] * 5] * 9)),
+    "lstm": (0.011, _rows([[1.0] * 5] * 9)),
+    "transformer": (0.67, _rows([[1.0] * 5] * 9)),
+}
+
+
+@functools.cache
+def synergy_perf(model: str) -> SynergyPerf:
+    """The shared :class:`SynergyPerf` of a Synergy model (one object per model, so the
+    simulator's per-(model, gang) caches stay small)."""
+    if model not in SYNERGY_MODELS:
+        raise TraceError(
+            f"no Synergy sensitivity for model {model!r} (known: {', '.join(SYNERGY_MODELS)})"
+        )
+    return SynergyPerf(Sensitivity(_CPU_GRID, _MEM_GRID, SYNERGY_MODELS[model][1]))
+
+
 @dataclass(frozen=True)
 class SimJob:
-    """A job as the simulator runs it: a gang of ``gang`` GPUs doing ``work``."""
+    """A job as the simulator runs it: a gang of ``gang`` GPUs doing ``work``.
+
+    ``sensitivity`` (Synergy) defaults to the perf model's, if it has one."""
 
     job_id: str
     arrival_s: float
@@ -76,6 +255,7 @@ class SimJob:
     app_id: str = ""
     queue: str = "default"
     model: str = ""
+    sensitivity: Sensitivity | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.gang < 1:
@@ -84,6 +264,18 @@ class SimJob:
             raise ValueError(f"job {self.job_id}: work must be positive, got {self.work}")
         if not self.app_id:
             object.__setattr__(self, "app_id", self.job_id)
+        if self.sensitivity is None:
+            object.__setattr__(self, "sensitivity", getattr(self.perf, "sensitivity", None))
+
+    @property
+    def demand(self) -> tuple[int, float, float] | None:
+        """Best-case demand vector (GPUs, CPUs, GB), uncapped, never below the throughput at
+        Synergy's default proportional point (spec §2.4); None without a sensitivity."""
+        if self.sensitivity is None:
+            return None
+        floor = self.sensitivity.speed(DEFAULT_CPUS_PER_GPU, DEFAULT_MEM_GB_PER_GPU)
+        c, m = self.sensitivity.best_case(floor)
+        return self.gang, c * self.gang, m * self.gang
 
 
 @dataclass(frozen=True)
@@ -230,11 +422,14 @@ def sim_jobs(
     data: str | Path | None = None,
     gavel_throughputs: Mapping | None = None,
     gavel_placement_blind: bool = False,
+    synergy_sensitivity: bool = False,
 ) -> list[SimJob]:
     """SimJobs for trace jobs of any format (``TraceJob.source`` picks the model).
 
     ``gavel_placement_blind`` uses the consolidated Gavel rate wherever a gang runs, as Gavel's
-    own simulator does (it never reads the ``_unconsolidated`` readings)."""
+    own simulator does (it never reads the ``_unconsolidated`` readings).
+    ``synergy_sensitivity`` gives Synergy jobs their measured CPU/memory sensitivity and
+    iteration time (:class:`SynergyPerf`, module docstring)."""
     root = Path(data) if data is not None else data_root()
     out = []
     locality = SlowdownPerf()
@@ -262,6 +457,9 @@ def sim_jobs(
             work = float(j.duration_s or 0)
         elif j.source == "tiresias":
             perf, work, model = locality, float(j.duration_s or 0), j.model
+        elif j.source == "synergy" and synergy_sensitivity:
+            perf, model = synergy_perf(j.model), j.model
+            work = float(j.total_steps or 0) * SYNERGY_MODELS[j.model][0]
         elif j.source == "synergy":
             perf, work, model = locality, float(j.total_steps or 0), j.model
         else:

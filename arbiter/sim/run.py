@@ -73,7 +73,10 @@ def load_jobs(
     min_duration_s: float | None = None,
     seed: int = 0,
     gavel_placement_blind: bool = False,
+    synergy_sensitivity: bool = False,
 ) -> list[SimJob]:
+    """SimJobs of a trace file (``synergy_sensitivity``: Synergy jobs get their measured
+    CPU/memory sensitivity, :func:`arbiter.sim.perf.sim_jobs`)."""
     path = resolve_trace(trace)
     fmt = fmt or detect_format(path)
     options: dict = {}
@@ -97,7 +100,11 @@ def load_jobs(
         jobs = [j for j in jobs if j.num_gpus <= max_gpus]
     if max_jobs is not None:
         jobs = jobs[:max_jobs]
-    return sim_jobs(jobs, gavel_placement_blind=gavel_placement_blind)
+    return sim_jobs(
+        jobs,
+        gavel_placement_blind=gavel_placement_blind,
+        synergy_sensitivity=synergy_sensitivity,
+    )
 
 
 @dataclass
