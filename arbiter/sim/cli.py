@@ -79,6 +79,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="gavel: consolidated throughput wherever a gang runs (as Gavel's simulator)",
     )
     p.add_argument(
+        "--cpu-mem-sensitivity",
+        action="store_true",
+        help="synergy: jobs get measured CPU/memory sensitivities, so synergy-tune/-opt have "
+        "something to tune (without it every job runs at its GPU-proportional share)",
+    )
+    p.add_argument(
         "--strict-fifo", action="store_true", help="fifo: no backfilling past a blocked head"
     )
     p.add_argument("--json", help="write the summary (and per-job rows) as JSON here")
@@ -152,6 +158,7 @@ def _run(args, policies: list[str]) -> int:
         target_load=args.target_load, max_jobs=args.max_jobs, max_gpus=args.max_gpus,
         max_duration_s=args.max_duration, min_duration_s=args.min_duration, seed=args.seed,
         gavel_placement_blind=args.gavel_placement_blind,
+        synergy_sensitivity=args.cpu_mem_sensitivity,
     )  # fmt: skip
     if not jobs:
         raise ValueError("the trace (after window/sampling) has no jobs")
