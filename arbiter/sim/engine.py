@@ -114,6 +114,7 @@ class _Run:
         "rate",
         "remaining",
         "res",
+        "run_s",
         "score_w",
         "since",
         "version",
@@ -130,6 +131,7 @@ class _Run:
         self.since = job.arrival_s
         self.attained = 0.0
         self.version = 0
+        self.run_s = 0.0
         self.score_w = 0.0  # ∫ rate/ideal dt over running time
         self._cached: tuple[int, JobView] | None = None
 
@@ -139,8 +141,9 @@ class _Run:
             self.res.gpu_time_s += len(self.held) * dt
             if self.rate > 0:
                 self.remaining -= self.rate * dt
-                self.res.busy_gpu_s += self.job.gang * dt
-                self.attained += self.job.gang * dt
+                self.res.busy_gpu_s += len(self.held) * dt
+                self.attained += len(self.held) * dt
+                self.run_s += dt
                 self.score_w += self.place_rate / self.ideal * dt
         self.since = t
 
@@ -156,7 +159,7 @@ class _Run:
             arrival_s=self.job.arrival_s,
             gang=self.job.gang,
             held=self.held,
-            attained_gpu_s=self.attained + (self.job.gang * dt if running else 0.0),
+            attained_gpu_s=self.attained + (len(self.held) * dt if running else 0.0),
             first_start_s=self.res.start_s,
             remaining_work=max(0.0, self.remaining - (self.rate * dt if running else 0.0)),
             work=self.job.work,
@@ -222,6 +225,7 @@ def simulate(
     next_tick = None if rnd is None else 0.0
     bar = _progress(len(order), policy.name) if progress else None
     preemptive = getattr(policy, "preemptive", True)
+    elastic = getattr(policy, "elastic", False)
 
     def schedule_completion(run: _Run, t: float) -> None:
         nonlocal seq
@@ -264,10 +268,10 @@ def simulate(
             run.settle(t)
             run.remaining = 0.0
             run.res.finish_s = t
-            run.res.placement_score = run.score_w / max(run.res.busy_gpu_s / run.job.gang, 1e-12)
+            run.res.placement_score = run.score_w / max(run.run_s, 1e-12)
             for g in run.held:
                 del owner[g]
-            busy -= run.job.gang
+            busy -= len(run.held)
             held_total -= len(run.held)
             del active[job_id]
             finished += 1
@@ -289,7 +293,7 @@ def simulate(
                 on_decision(snap, decision)
             state = decision.policy_state
             busy, held_total, changed = _apply(
-                decision, active, owner, cluster, t, busy, held_total, policy.name
+                decision, active, owner, cluster, t, busy, held_total, policy.name, elastic
             )
             for run in changed:
                 if run.rate > 0:
@@ -313,7 +317,7 @@ def _grant(decision: Decision, cluster: Cluster, run: _Run, gpus) -> tuple[float
     return tuple(grant) if grant is not None else cluster.proportional_share(gpus)
 
 
-def _apply(decision, active, owner, cluster, t, busy, held_total, name):
+def _apply(decision, active, owner, cluster, t, busy, held_total, name, elastic=False):
     alloc = decision.allocation
     changed = []
     for job_id, gpus in alloc.items():
@@ -335,7 +339,7 @@ def _apply(decision, active, owner, cluster, t, busy, held_total, name):
             del owner[g]
         held_total -= len(run.held)
         if run.rate > 0:
-            busy -= run.job.gang
+            busy -= len(run.held)
     for run in changed:
         new = alloc.get(run.job.job_id, frozenset())
         for g in new:
@@ -350,14 +354,14 @@ def _apply(decision, active, owner, cluster, t, busy, held_total, name):
         run.held = new
         run.version += 1
         held_total += len(new)
-        if len(new) >= run.job.gang:
+        if new and (elastic or len(new) >= run.job.gang):
             placement = placement_of(cluster, new)
             run.place_rate = run.job.perf.rate(placement)
             run.grant = _grant(decision, cluster, run, new)
             run.rate = run.job.perf.rate_with(placement, *run.grant) if run.aux else run.place_rate
             if not run.rate > 0:
                 raise PolicyError(f"job {run.job.job_id!r} has rate {run.rate} on its GPUs")
-            busy += run.job.gang
+            busy += len(new)
             if run.res.start_s is None:
                 run.res.start_s = t
         else:
