@@ -7,6 +7,7 @@ import math
 import sys
 
 from arbiter.cluster import load_cluster
+from arbiter.config import parse_knobs
 from arbiter.policies import POLICIES
 from arbiter.rounds import DEFAULT_FAIRNESS_KNOB, DEFAULT_LEASE_SECONDS
 from arbiter.sim.metrics import plot_runs, write_csv, write_json
@@ -77,6 +78,11 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--gavel-placement-blind",
         action="store_true",
         help="gavel: consolidated throughput wherever a gang runs (as Gavel's simulator)",
+    )
+    p.add_argument(
+        "--policy-knobs",
+        help="knobs per policy: 'afs-l:elastic=true;tiresias:queues=3,promote_knob=8' (names "
+        "as in each policy's docstring)",
     )
     p.add_argument(
         "--cpu-mem-sensitivity",
@@ -171,6 +177,11 @@ def _run(args, policies: list[str]) -> int:
         "themis": {"lease_s": args.lease_s, "fairness_knob": args.fairness_knob},
         "fifo": {"backfill": not args.strict_fifo},
     }
+    for item in filter(None, (x.strip() for x in (args.policy_knobs or "").split(";"))):
+        name, sep, text = item.partition(":")
+        if not sep or name not in ALL_POLICIES:
+            raise ValueError(f"--policy-knobs: {item!r} is not POLICY:name=value,...")
+        knobs.setdefault(name, {}).update(parse_knobs(text))
     runs = compare(
         jobs, cluster, policies, round_s=args.round_s, seed=args.seed,
         progress=not args.no_progress and sys.stderr.isatty(), knobs=knobs,
