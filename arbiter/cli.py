@@ -249,8 +249,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         environ[env_name("arbiter.policy")] = args.policy
     if args.policy_knobs is not None:
         environ[env_name("arbiter.policy.knobs")] = args.policy_knobs
+    from yarn_bridge.bridge_cli import bridge_settings
+
+    bridge = bridge_settings(args, environ)  # None unless --rm-url or $YARN_ARBITER_RM_URL
     config = load_config(args.config, environ=environ)
-    return serve_forever(load_cluster(args.cluster), config)
+    return serve_forever(None if bridge else load_cluster(args.cluster), config, bridge=bridge)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -327,15 +330,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--policy-knobs", help="the policy's knobs as name=value,... (arbiter.policy.knobs)"
     )
+    from yarn_bridge.bridge_cli import add_serve_arguments
+
+    add_serve_arguments(serve)
     serve.set_defaults(func=_cmd_serve)
     cluster = sub.add_parser("cluster", help="list shipped cluster specs or describe one")
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
     cluster.set_defaults(func=_cmd_cluster)
     from arbiter.sim.cli import add_parsers
+    from yarn_bridge.bridge_cli import add_parsers as add_submit_parser
     from yarn_bridge.cli import add_parsers as add_bridge_parsers
 
     add_parsers(sub)
     add_bridge_parsers(sub)
+    add_submit_parser(sub)
     return parser
 
 
@@ -345,9 +353,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, name, 1) < 1:
             print(f"yarn-arbiter: --{name} must be >= 1", file=sys.stderr)
             return 2
+    from yarn_bridge.rm import RMError
+
     try:
         return args.func(args)
-    except (ClusterSpecError, ValueError, FileNotFoundError) as exc:  # PolicyError too
+    except (ClusterSpecError, ValueError, FileNotFoundError, RMError) as exc:  # PolicyError too
         print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
         return 2
 

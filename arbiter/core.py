@@ -148,7 +148,10 @@ class ArbiterCore:
         admin_token: str,
         clock: Callable[[], float] = time.time,
         decider: Decider = decide_inline,
+        topology_from_rm: bool = False,
     ) -> None:
+        """``topology_from_rm``: the cluster comes from the ResourceManager (YARN bridge), so
+        journaled leases on GPUs it no longer has are trimmed at load instead of refused."""
         self.cluster = cluster
         self.decider = decider
         self.config = config
@@ -156,7 +159,7 @@ class ArbiterCore:
         self.clock = clock
         self._admin_hash = hash_token(admin_token)
         self._lock = threading.RLock()
-        snap = journal.load(cluster.gpu_ids)
+        snap = journal.load(cluster.gpu_ids, trim_unknown=topology_from_rm)
         self.apps: dict[str, AppRecord] = dict(snap.apps)
         self._by_token: dict[str, str] = {a.token_hash: a.app_id for a in self.apps.values()}
         self.state: ArbiterState = snap.state
@@ -594,12 +597,17 @@ class ArbiterCore:
             now = self.clock()
             revoked, leases = [], []
             for lease in self.state.leases:
-                on_machine = {g for g in lease.gpus if self.cluster.gpu(g).machine == machine}
+                on_machine = frozenset(
+                    g for g in lease.gpus if self.cluster.gpu(g).machine == machine
+                )
                 if on_machine and lease.end > now + grace:
-                    cut = replace(lease, end=max(lease.start + 1e-6, now + grace))
+                    # Only the drained machine's GPUs end early; the rest of the lease stays.
+                    cut = replace(lease, gpus=on_machine, end=max(lease.start + 1e-6, now + grace))
                     revoked.append(lease_id(lease))
                     self._send(lease.app_id, Revocation(cut, grace, f"machine {machine} drained"))
                     leases.append(cut)
+                    if lease.gpus - on_machine:
+                        leases.append(replace(lease, gpus=lease.gpus - on_machine))
                 else:
                     leases.append(lease)
             self._commit(replace(self.state, leases=tuple(leases)))

@@ -22,7 +22,7 @@ import math
 import secrets
 import sqlite3
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
@@ -233,8 +233,13 @@ class SQLiteJournal:
 
     # -- reads -------------------------------------------------------------------------
 
-    def load(self, gpus: frozenset[str]) -> Snapshot:
-        """Recover apps, leases, bids, round and knobs; ``gpus`` is the cluster's GPU set."""
+    def load(self, gpus: frozenset[str], *, trim_unknown: bool = False) -> Snapshot:
+        """Recover apps, leases, bids, round and knobs; ``gpus`` is the cluster's GPU set.
+
+        A lease on a GPU the cluster does not have means the journal belongs to another
+        cluster (:class:`JournalCorrupt`), unless ``trim_unknown``: with the YARN bridge the
+        cluster is what the ResourceManager reports now, and a node lost while the arbiter was
+        down takes its GPUs out of their leases (as a live node loss does)."""
         db = self._db
         apps = {
             r[0]: AppRecord(r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])), r[7])
@@ -249,6 +254,11 @@ class SQLiteJournal:
         }
         rnd = int(db.execute("SELECT value FROM meta WHERE key='round'").fetchone()[0])
         knobs = dict(db.execute("SELECT key, value FROM knobs ORDER BY key").fetchall())
+        if trim_unknown:
+            trimmed = tuple(
+                replace(x, gpus=x.gpus & gpus) if not x.gpus <= gpus else x for x in leases
+            )
+            leases = tuple(x for x in trimmed if x.gpus)
         state = ArbiterState(
             gpus=frozenset(gpus), leases=leases, round=rnd, last_bids=MappingProxyType(bids)
         )

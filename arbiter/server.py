@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from arbiter.cluster import Cluster
 from arbiter.config import Config
@@ -23,6 +24,9 @@ from arbiter.core import ArbiterCore
 from arbiter.decider import Decider, ProcessDecider, decide_inline
 from arbiter.journal import SQLiteJournal, new_token
 from arbiter.service import build_server
+
+if TYPE_CHECKING:
+    from yarn_bridge.bridge_cli import BridgeSettings
 
 __all__ = ["RunningArbiter", "admin_token_for", "serve_forever"]
 
@@ -61,6 +65,7 @@ class RunningArbiter:
         clock: Callable[[], float] = time.time,
         tick_seconds: float = 0.05,
         decider: Decider | None = None,
+        topology_from_rm: bool = False,
     ) -> None:
         """``decider`` solves the auctions (in-thread by default; ``serve`` passes a
         :class:`arbiter.decider.ProcessDecider`, which :meth:`stop` closes)."""
@@ -73,6 +78,7 @@ class RunningArbiter:
             admin_token=admin_token,
             clock=clock,
             decider=decider if decider is not None else decide_inline,
+            topology_from_rm=topology_from_rm,
         )
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(
@@ -119,22 +125,46 @@ class RunningArbiter:
             close()
 
 
-def serve_forever(cluster: Cluster, config: Config) -> int:
+def serve_forever(
+    cluster: Cluster | None, config: Config, bridge: BridgeSettings | None = None
+) -> int:
+    """Serve until SIGTERM/SIGINT. With ``bridge`` (``--rm-url``) the cluster is read from the
+    ResourceManager and the YARN bridge (watcher, enforcer) runs beside the arbiter."""
+    if bridge is not None:
+        from yarn_bridge.bridge_cli import initial_cluster
+
+        cluster = initial_cluster(
+            bridge.rm_urls, wait_s=bridge.wait_s, rm_user=bridge.kwargs.get("rm_user")
+        )
+    if cluster is None:
+        raise ValueError("serve needs a cluster spec or --rm-url")
     token, token_path = admin_token_for(config)
     decider = ProcessDecider() if config["arbiter.auction.worker-process"] else None
     try:
-        arbiter = RunningArbiter(cluster, config, admin_token=token, decider=decider).start()
+        arbiter = RunningArbiter(
+            cluster, config, admin_token=token, decider=decider, topology_from_rm=bridge is not None
+        ).start()
     except BaseException:
         if decider is not None:
             decider.close()
         raise
+    yarn = None
+    if bridge is not None:
+        from yarn_bridge.bridge_cli import start_bridge
+
+        try:
+            yarn = start_bridge(arbiter.core, bridge.rm_urls, **bridge.kwargs)
+        except BaseException:
+            arbiter.stop()
+            raise
     log.info(
-        "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s",
+        "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s%s",
         cluster.name,
         cluster.num_gpus,
         arbiter.port,
         config["arbiter.journal.path"],
         token_path,
+        f"; YARN bridge to {', '.join(bridge.rm_urls)}" if bridge is not None else "",
     )
     print(
         f"yarn-arbiter: serving {cluster.name} ({cluster.num_gpus} GPUs) on port {arbiter.port}; "
@@ -145,5 +175,7 @@ def serve_forever(cluster: Cluster, config: Config) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     done.wait()
+    if yarn is not None:
+        yarn.stop()  # before the journal closes
     arbiter.stop()
     return 0

@@ -15,7 +15,7 @@ __all__ = [
 
 # Handed to an ML application master by `yarn-arbiter submit` (in its container environment).
 ENV_ARBITER_ADDRESS = "YARN_ARBITER_ADDRESS"  # host:port of the arbiter's gRPC endpoint
-ENV_APP_ID = "YARN_ARBITER_APP_ID"  # the app's id in the arbiter (the YARN application id)
+ENV_APP_ID = "YARN_ARBITER_APP_ID"  # the app's id in the arbiter (app-<hex>, not the YARN id)
 ENV_APP_TOKEN = "YARN_ARBITER_APP_TOKEN"  # the per-app token (never logged)
 ENV_ARBITER_TLS_CA = "YARN_ARBITER_TLS_CA"  # CA bundle path when the arbiter serves TLS
 

@@ -1,0 +1,425 @@
+"""The YARN bridge's entry points: ``yarn-arbiter submit`` and the bridge ``serve`` runs (issue 7).
+
+* :func:`add_parsers` registers ``submit`` (:mod:`yarn_bridge.submit`) on ``yarn-arbiter``'s
+  sub-parsers, as :func:`yarn_bridge.cli.add_parsers` registers ``emulate-rm``.
+* :func:`start_bridge` starts what ``yarn-arbiter serve --rm-url URL[,URL]`` runs beside the
+  arbiter: one thread that polls the RM every ``poll_s`` seconds, applies what changed to the
+  core (:class:`yarn_bridge.watcher.Watcher`) and then enforces leases
+  (:class:`yarn_bridge.enforcer.Enforcer`) on the same, fresh view. One thread and one
+  :class:`~yarn_bridge.rm.RMClient` (HA-aware, retrying) for both: the enforcer never acts on a
+  view older than the last good poll, and never when the poll failed.
+* :func:`initial_cluster` builds the arbiter's cluster from the RM's nodes before the core
+  exists, so a journal's leases are recovered against the GPUs YARN really has. It waits for an
+  RM that does not answer yet and then fails: neither the declared spec (GPUs YARN does not
+  have) nor an empty cluster (the journal refuses leases on unknown GPUs) is a safe guess.
+* :func:`add_serve_arguments` / :func:`bridge_settings` give ``serve`` its ``--rm-url`` (or
+  ``YARN_ARBITER_RM_URL``) and the bridge's knobs, so the wiring in ``arbiter/cli.py`` is three
+  lines.
+
+Spec: ``../shared/spec/yarn-hive-integration.md`` §1 (RM REST), §1.5 (submission).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from arbiter.cluster import Cluster
+from yarn_bridge.enforcer import DEFAULT_SLACK_S, Enforcer
+from yarn_bridge.env import ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA, ENV_RM_URL
+from yarn_bridge.rm import RMClient, RMError
+from yarn_bridge.submit import (
+    SubmitError,
+    SubmitSpec,
+    channel_credentials,
+    default_user,
+    submit_ml_app,
+)
+from yarn_bridge.watcher import (
+    CLUSTER_NAME,
+    DEFAULT_CONFIRM_POLLS,
+    RMView,
+    Watcher,
+    cluster_from_nodes,
+    node_view,
+)
+
+if TYPE_CHECKING:
+    from arbiter.core import ArbiterCore
+
+__all__ = [
+    "Bridge",
+    "BridgeSettings",
+    "add_parsers",
+    "add_serve_arguments",
+    "bridge_settings",
+    "initial_cluster",
+    "start_bridge",
+]
+
+log = logging.getLogger("yarn_arbiter.bridge")
+
+
+# --------------------------------------------------------------------------------------------
+# The bridge serve runs
+# --------------------------------------------------------------------------------------------
+
+
+def _rm_client(rm_urls: str | Iterable[str], rm_options: Mapping[str, Any]) -> RMClient:
+    options = {"timeout": 5.0, "deadline": 10.0, "max_attempts": 4, "backoff": 0.2}
+    options.update(rm_options)
+    return RMClient(rm_urls, **options)
+
+
+class Bridge:
+    """The watcher and the enforcer on one polling thread (module docstring).
+
+    :meth:`tick` is one poll then one enforcement (tests call it directly); :meth:`start` runs
+    it every ``poll_s`` seconds; :meth:`stop` ends the thread and closes the RM client.
+    """
+
+    def __init__(
+        self,
+        core: ArbiterCore,
+        rm_urls: str | Iterable[str],
+        *,
+        poll_s: float = 5.0,
+        confirm_polls: int = DEFAULT_CONFIRM_POLLS,
+        slack_s: float = DEFAULT_SLACK_S,
+        gpu_queue: str | None = None,
+        analytics_queues: Iterable[str] = (),
+        enforce: bool = True,
+        rm_user: str | None = None,
+        rm_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not poll_s > 0:
+            raise ValueError(f"poll_s must be > 0, got {poll_s}")
+        self.core = core
+        self.poll_s = poll_s
+        self.rm = _rm_client(rm_urls, {"user": rm_user, **(rm_options or {})})
+        self.watcher = Watcher(
+            core,
+            self.rm,
+            poll_s=poll_s,
+            confirm_polls=confirm_polls,
+            analytics_queues=analytics_queues,
+        )
+        self.enforcer = (
+            Enforcer(core, self.rm, slack_s=slack_s, gpu_queue=gpu_queue) if enforce else None
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def view(self) -> RMView:
+        return self.watcher.view
+
+    def tick(self) -> bool:
+        """One poll and, if it succeeded, one enforcement. Returns whether the poll did."""
+        events = self.watcher.poll_once()
+        if events is None:
+            return False
+        if self.enforcer is not None:
+            self.enforcer.tick(self.watcher.view.apps.values())
+        return True
+
+    def start(self) -> Bridge:
+        if self._thread is not None:
+            raise RuntimeError("bridge already started")
+        self._thread = threading.Thread(target=self._run, name="yarn-bridge", daemon=True)
+        self._thread.start()
+        log.info("YARN bridge polling %s every %g s", ", ".join(self.rm.urls), self.poll_s)
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # a bug must not end the bridge; logged with its traceback
+                log.exception("bridge tick crashed; trying again in %g s", self.poll_s)
+            self._stop.wait(self.poll_s)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop polling (an RM call in flight finishes first, within its deadline)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.rm.close()
+
+
+def start_bridge(
+    core: ArbiterCore,
+    rm_urls: str | Iterable[str],
+    *,
+    poll_s: float = 5.0,
+    confirm_polls: int = DEFAULT_CONFIRM_POLLS,
+    slack_s: float = DEFAULT_SLACK_S,
+    gpu_queue: str | None = None,
+    analytics_queues: Iterable[str] = (),
+    enforce: bool = True,
+    rm_user: str | None = None,
+    rm_options: Mapping[str, Any] | None = None,
+) -> Bridge:
+    """Start the bridge for ``core`` against the RM(s) at ``rm_urls`` (comma-separated or a
+    list: RM HA). Returns the running :class:`Bridge`; call ``.stop()`` before stopping the
+    arbiter. ``rm_options`` go to :class:`~yarn_bridge.rm.RMClient` (``timeout``,
+    ``deadline``, ``auth``, ``verify``, ...)."""
+    return Bridge(
+        core,
+        rm_urls,
+        poll_s=poll_s,
+        confirm_polls=confirm_polls,
+        slack_s=slack_s,
+        gpu_queue=gpu_queue,
+        analytics_queues=analytics_queues,
+        enforce=enforce,
+        rm_user=rm_user,
+        rm_options=rm_options,
+    ).start()
+
+
+def initial_cluster(
+    rm_urls: str | Iterable[str],
+    *,
+    wait_s: float = 60.0,
+    rm_user: str | None = None,
+    rm_options: Mapping[str, Any] | None = None,
+    name: str = CLUSTER_NAME,
+) -> Cluster:
+    """The arbiter's cluster as the RM's nodes are now (GPU nodes RUNNING or DECOMMISSIONING,
+    :func:`yarn_bridge.watcher.cluster_from_nodes`). Waits up to ``wait_s`` seconds for an RM
+    that does not answer (or answers badly), then raises the last
+    :class:`~yarn_bridge.rm.RMError`: an arbiter must not start on a made-up cluster (the
+    journal's leases are checked against it)."""
+    deadline = time.monotonic() + wait_s
+    with _rm_client(rm_urls, {"user": rm_user, **(rm_options or {})}) as rm:
+        while True:
+            try:
+                nodes = [node_view(n) for n in rm.nodes()]
+                break
+            except RMError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                log.warning("no nodes from the RM yet (%s); retrying for %.0f s", exc, left)
+                time.sleep(min(2.0, left))
+    return cluster_from_nodes(nodes, name)
+
+
+# --------------------------------------------------------------------------------------------
+# serve's options
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BridgeSettings:
+    """What ``serve`` needs to run the bridge (from :func:`bridge_settings`)."""
+
+    rm_urls: tuple[str, ...]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    wait_s: float = 60.0  # how long serve waits for the RM at start
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the bridge's options to ``yarn-arbiter serve``."""
+    g = parser.add_argument_group("YARN bridge (with --rm-url or $" + ENV_RM_URL + ")")
+    g.add_argument(
+        "--rm-url",
+        help="ResourceManager web URL(s), comma-separated for RM HA (default $"
+        f"{ENV_RM_URL}); the cluster then comes from the RM's nodes, not --cluster",
+    )
+    g.add_argument("--rm-user", help="simple-auth user for RM REST calls (user.name)")
+    g.add_argument(
+        "--rm-wait-seconds",
+        type=float,
+        default=60.0,
+        help="how long to wait for the RM at start before giving up (default 60)",
+    )
+    g.add_argument(
+        "--rm-poll-seconds", type=float, default=5.0, help="RM poll interval (default 5)"
+    )
+    g.add_argument(
+        "--rm-confirm-polls",
+        type=int,
+        default=DEFAULT_CONFIRM_POLLS,
+        help="polls an app or node must be missing before it counts as gone "
+        f"(default {DEFAULT_CONFIRM_POLLS})",
+    )
+    g.add_argument(
+        "--enforce-slack-seconds",
+        type=float,
+        default=DEFAULT_SLACK_S,
+        help="time after a lease ends before an app still holding its GPUs is killed "
+        f"(default {DEFAULT_SLACK_S:g})",
+    )
+    g.add_argument("--no-enforce", action="store_true", help="watch only: never kill apps")
+    g.add_argument(
+        "--gpu-queue",
+        help="keep this Capacity Scheduler queue's yarn.io/gpu (absolute vectors) equal to the "
+        "GPUs under lease, e.g. root.gpu",
+    )
+    g.add_argument(
+        "--analytics-queue",
+        action="append",
+        default=[],
+        help="queue whose fair share is the analytics capacity (Fair Scheduler; repeatable)",
+    )
+
+
+def bridge_settings(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> BridgeSettings | None:
+    """The bridge settings ``args`` (from :func:`add_serve_arguments`) and ``environ`` ask for;
+    ``None`` when neither ``--rm-url`` nor ``YARN_ARBITER_RM_URL`` is set (standalone)."""
+    env = os.environ if environ is None else environ
+    raw = getattr(args, "rm_url", None) or env.get(ENV_RM_URL, "")
+    urls = tuple(u.strip() for u in raw.split(",") if u.strip())
+    if not urls:
+        return None
+    poll_s = getattr(args, "rm_poll_seconds", 5.0)
+    confirm = getattr(args, "rm_confirm_polls", DEFAULT_CONFIRM_POLLS)
+    slack_s = getattr(args, "enforce_slack_seconds", DEFAULT_SLACK_S)
+    if not poll_s > 0:
+        raise ValueError(f"--rm-poll-seconds must be > 0, got {poll_s}")
+    if confirm < 1:
+        raise ValueError(f"--rm-confirm-polls must be >= 1, got {confirm}")
+    if not slack_s >= 0:
+        raise ValueError(f"--enforce-slack-seconds must be >= 0, got {slack_s}")
+    return BridgeSettings(
+        urls,
+        {
+            "poll_s": poll_s,
+            "confirm_polls": confirm,
+            "slack_s": slack_s,
+            "gpu_queue": getattr(args, "gpu_queue", None),
+            "analytics_queues": tuple(getattr(args, "analytics_queue", None) or ()),
+            "enforce": not getattr(args, "no_enforce", False),
+            "rm_user": getattr(args, "rm_user", None),
+        },
+        wait_s=getattr(args, "rm_wait_seconds", 60.0),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# yarn-arbiter submit
+# --------------------------------------------------------------------------------------------
+
+
+def _env_pairs(items: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SubmitError(f"--env {item!r} is not KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``submit`` on an ``argparse`` sub-parsers object."""
+    p = sub.add_parser(
+        "submit",
+        help="submit an ML application to YARN under the arbiter",
+        description="Register an ML application with the arbiter (RegisterApp) and submit its "
+        "application master to YARN (new-application, then POST /apps) with the arbiter's tags "
+        f"and the AM environment ({ENV_ARBITER_ADDRESS}, YARN_ARBITER_APP_ID, "
+        f"YARN_ARBITER_APP_TOKEN, {ENV_ARBITER_TLS_CA}). Prints the YARN application id. The AM "
+        "asks YARN for its GPU containers itself once the arbiter leases it GPUs.",
+    )
+    p.add_argument("--command", required=True, help="the AM's launch command")
+    p.add_argument("--gpus", type=int, required=True, help="the app's maximum GPU demand")
+    p.add_argument("--name", default="ml-app", help="application name (default ml-app)")
+    p.add_argument("--queue", default="default", help="YARN queue (default default)")
+    p.add_argument("--priority", type=int, default=0, help="YARN priority (default 0)")
+    p.add_argument("--memory-mb", type=int, default=1024, help="AM memory (default 1024)")
+    p.add_argument("--vcores", type=int, default=1, help="AM vcores (default 1)")
+    p.add_argument(
+        "--gang-size", type=int, default=0, help="GPUs the app needs to run at all (default: any)"
+    )
+    p.add_argument("--tag", action="append", default=[], help="extra YARN tag (repeatable)")
+    p.add_argument(
+        "--env", action="append", default=[], help="AM environment KEY=VALUE (repeatable)"
+    )
+    p.add_argument(
+        "--application-type", default="YARN", help="YARN application type (default YARN)"
+    )
+    p.add_argument("--max-attempts", type=int, default=1, help="AM attempts (default 1)")
+    p.add_argument("--user", help="owner recorded in the arbiter (default: the login name)")
+    p.add_argument("--rm-url", help=f"RM web URL(s), comma-separated (default ${ENV_RM_URL})")
+    p.add_argument("--rm-user", help="simple-auth user for the RM (user.name)")
+    p.add_argument("--arbiter", help=f"arbiter host:port (default ${ENV_ARBITER_ADDRESS})")
+    p.add_argument(
+        "--am-arbiter",
+        help="arbiter address as the AM dials it, if different (e.g. arbiter:50051 inside the "
+        "cluster)",
+    )
+    p.add_argument(
+        "--tls-ca", help=f"CA bundle of the arbiter's TLS (default ${ENV_ARBITER_TLS_CA})"
+    )
+    p.add_argument("--tls-cert", help="client certificate (mutual TLS)")
+    p.add_argument("--tls-key", help="client private key (mutual TLS)")
+    p.add_argument(
+        "--am-tls-ca", help="CA path as the AM container sees it (default: the --tls-ca path)"
+    )
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
+    p.set_defaults(func=cmd_submit)
+
+
+def cmd_submit(
+    args: argparse.Namespace,
+    environ: Mapping[str, str] | None = None,
+    out: Any = None,
+    err: Any = None,
+) -> int:
+    """``yarn-arbiter submit``: 0 and the YARN id on stdout, or 1 and a message on stderr."""
+    env = os.environ if environ is None else environ
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    rm_url = args.rm_url or env.get(ENV_RM_URL, "")
+    arbiter = args.arbiter or env.get(ENV_ARBITER_ADDRESS, "")
+    tls_ca = args.tls_ca or env.get(ENV_ARBITER_TLS_CA) or None
+    try:
+        if not rm_url:
+            raise SubmitError(f"no RM: give --rm-url or set {ENV_RM_URL}")
+        if not arbiter:
+            raise SubmitError(f"no arbiter: give --arbiter or set {ENV_ARBITER_ADDRESS}")
+        spec = SubmitSpec(
+            name=args.name,
+            command=args.command,
+            max_gpus=args.gpus,
+            queue=args.queue,
+            priority=args.priority,
+            memory_mb=args.memory_mb,
+            vcores=args.vcores,
+            tags=tuple(args.tag),
+            env=_env_pairs(args.env),
+            application_type=args.application_type,
+            max_app_attempts=args.max_attempts,
+            user=args.user if args.user is not None else default_user(),
+            gang_size=args.gang_size,
+        )
+        credentials = channel_credentials(tls_ca, args.tls_cert, args.tls_key)
+        with _rm_client(rm_url, {"user": args.rm_user, "deadline": args.timeout * 3}) as rm:
+            done = submit_ml_app(
+                spec,
+                rm,
+                arbiter_address=arbiter,
+                credentials=credentials,
+                am_arbiter_address=args.am_arbiter,
+                am_tls_ca=args.am_tls_ca or tls_ca,
+                timeout=args.timeout,
+            )
+    except (SubmitError, RMError, ValueError) as exc:
+        print(f"yarn-arbiter submit: error: {exc}", file=err)
+        return 1
+    print(f"yarn-arbiter submit: {done.yarn_app_id} is arbiter app {done.arbiter_app_id}", file=err)
+    print(done.yarn_app_id, file=out, flush=True)
+    return 0

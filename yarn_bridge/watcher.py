@@ -1,0 +1,754 @@
+"""The YARN watcher: what the ResourceManager shows, turned into events for the arbiter (issue 7).
+
+Spec: ``../shared/spec/yarn-hive-integration.md`` §1.1 (endpoints), §1.2 (nodes, ``yarn.io/gpu``
+in ``totalResource``), §1.3 (scheduler queues, fair shares), §1.4 (apps, tags, GPU use in
+``resourceInfo``), §0.1 (everything the arbiter reads is on the RM REST API).
+
+A functional core and a thin shell (``ARCHITECTURE.md`` principle 1):
+
+* **Core** (pure, no I/O, no clock): :func:`app_view` / :func:`node_view` classify what the
+  typed client (:mod:`yarn_bridge.rm`) parsed; :func:`diff` takes the last *confirmed* view of
+  the RM (:class:`RMView`) and one poll's :class:`Observation` and returns the next view and the
+  events (:class:`AppArrived`, :class:`AppEnded`, :class:`NodeAdded`, :class:`NodeChanged`,
+  :class:`NodeDraining`, :class:`NodeRemoved`, :class:`CapacityChanged`);
+  :func:`cluster_from_nodes`, :func:`external_jobs` and :func:`analytics_capacity` compute what
+  the arbiter is told.
+* **Shell**: :class:`Watcher` polls the RM through an :class:`~yarn_bridge.rm.RMClient` (which
+  retries, follows RM HA and raises :class:`~yarn_bridge.rm.RMError`) and applies the events to
+  an :class:`~arbiter.core.ArbiterCore`: an ML app that ended -> ``finish_app``; nodes added,
+  lost or resized -> ``update_topology`` with a cluster built from the RM's nodes; a node being
+  decommissioned -> ``drain``; analytics apps and capacity -> ``set_analytics``.
+
+Decisions (the spec and the papers leave these open):
+
+* **Which apps are ML apps.** An app tagged :data:`yarn_bridge.env.ML_APP_TAG` is an ML app; its
+  arbiter app id travels in a second tag ``yarn-arbiter-app:<app_id>`` (:func:`arbiter_app_tag`),
+  written by ``yarn-arbiter submit``. A tag rather than the application name or an environment
+  variable because the RM filters on tags (``GET /apps?applicationTags=``) and shows them in
+  every app listing; arbiter ids (``app-<hex>``) are lower case, so YARN's lower-casing of tags
+  (§1.4) leaves them intact. Every other app (Hive/Tez, Spark, MapReduce, anything) is an
+  *analytics* app.
+* **Which analytics apps count in QOOP's |J|.** Every live (NEW ... RUNNING) analytics app except
+  those tagged ``yarn-arbiter-query:<job_id>`` (:func:`query_tag`): those belong to ``qoop-hive``
+  queries that registered with the arbiter themselves (through ``hive.query.tag``), so counting
+  them again would count a query twice; a query-tagged Tez session that outlives its query is
+  idle, not a competing job.
+* **Capacity R for the analytics share** (:func:`analytics_capacity`): under the **Fair
+  Scheduler**, the sum of the scheduler's own instantaneous fair shares of the analytics queues
+  (the queues given, else the queues of the live analytics apps; an idle queue contributes its
+  steady fair share), memory and vcores. Under the Capacity or FIFO scheduler, or when no
+  analytics queue is known, the cluster's total (``totalVirtualCores``, ``totalMB`` of
+  ``/metrics``). GPUs are not part of R: they go through leases.
+* **An unreachable or confused RM is not an empty cluster.** A poll is all or nothing: if any
+  request fails (:class:`~yarn_bridge.rm.RMUnavailable` after the client's retries, a malformed
+  or partial answer, an HTTP error) nothing changes and the next poll tries again. Inside a good
+  poll, *positive* evidence acts at once: an app the RM reports in a final state (FINISHED,
+  FAILED, KILLED) has ended; a node it lists as LOST, UNHEALTHY, DECOMMISSIONED, SHUTDOWN or
+  REBOOTED is gone (the RM has killed its containers). *Absence* is not evidence: an app or a
+  node that is simply not listed (an RM restarting and recovering its apps, NodeManagers
+  re-registering, ``{"apps":null}``) is dropped only after ``confirm_polls`` consecutive polls
+  (default 3) without it. An app that drops out of the live listing is looked up by id
+  (``GET /apps/{id}``; at most ``max_lookups`` per poll) so that a normal finish is seen in one
+  poll; a 404 counts as absence.
+* **Capacity during an RM restart.** The observed capacity is used only when the RM's
+  ``activeNodes`` equals the number of RUNNING nodes in the confirmed view; otherwise the last
+  capacity stays (a restarting RM reports 0 MB while NodeManagers re-register, which would
+  otherwise shrink every query's share for nothing).
+* **Topology** (:func:`cluster_from_nodes`): one :class:`~arbiter.cluster.Machine` per RUNNING
+  or DECOMMISSIONING node with at least one ``yarn.io/gpu``: name = the node's host (the
+  emulator's ``SimCluster.from_cluster`` maps machines to hosts the same way; ``host:port`` when
+  two NodeManagers share a host), rack = the node's rack without the leading ``/``, one slot
+  holding all its GPUs, vcores and memory from ``totalResource``. CPU-only nodes add to the
+  analytics capacity but not to the arbiter's cluster (a machine without GPUs would only
+  confuse per-GPU arithmetic in the policies).
+* **Graceful decommission.** A DECOMMISSIONING node keeps its running containers, so it stays in
+  the topology but is drained (``core.drain`` with ``arbiter.revocation.grace.seconds``): no new
+  leases there, current ones end after the grace. It leaves when the RM reports it
+  DECOMMISSIONED. (A node recommissioned before that stays drained until it leaves the RM's
+  listing: the core has no undrain.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+from arbiter.cluster import Cluster, Machine
+from arbiter.shares import Resources
+from yarn_bridge.env import ML_APP_TAG
+from yarn_bridge.rm import (
+    FINAL_STATES,
+    App,
+    ClusterMetrics,
+    FairQueue,
+    Node,
+    RMClient,
+    RMError,
+    RMNotFound,
+    SchedulerInfo,
+)
+
+if TYPE_CHECKING:
+    from arbiter.core import ArbiterCore
+
+__all__ = [
+    "ANALYTICS",
+    "ARBITER_APP_TAG_PREFIX",
+    "CLUSTER_NAME",
+    "DEFAULT_CONFIRM_POLLS",
+    "GONE_NODE_STATES",
+    "LIVE_STATES",
+    "ML",
+    "PRESENT_NODE_STATES",
+    "QUERY_TAG_PREFIX",
+    "AppArrived",
+    "AppEnded",
+    "AppView",
+    "CapacityChanged",
+    "Event",
+    "NodeAdded",
+    "NodeChanged",
+    "NodeDraining",
+    "NodeRemoved",
+    "NodeView",
+    "Observation",
+    "PollStats",
+    "RMView",
+    "Watcher",
+    "analytics_capacity",
+    "app_view",
+    "arbiter_app_id",
+    "arbiter_app_tag",
+    "cluster_from_nodes",
+    "diff",
+    "external_jobs",
+    "machine_of",
+    "node_view",
+    "query_tag",
+]
+
+log = logging.getLogger("yarn_arbiter.bridge.watcher")
+
+ARBITER_APP_TAG_PREFIX: Final = "yarn-arbiter-app:"
+QUERY_TAG_PREFIX: Final = "yarn-arbiter-query:"
+ML: Final = "ml"
+ANALYTICS: Final = "analytics"
+#: Every state of a live app (YarnApplicationState before FINISHED / FAILED / KILLED).
+LIVE_STATES: Final = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
+#: Node states in which the RM has taken the node's containers away.
+GONE_NODE_STATES: Final = frozenset({"LOST", "UNHEALTHY", "DECOMMISSIONED", "SHUTDOWN", "REBOOTED"})
+#: Node states whose containers run (DECOMMISSIONING: until they finish, no new ones).
+PRESENT_NODE_STATES: Final = frozenset({"RUNNING", "DECOMMISSIONING"})
+DEFAULT_CONFIRM_POLLS: Final = 3
+CLUSTER_NAME: Final = "yarn"
+
+
+# --------------------------------------------------------------------------------------------
+# Tags
+# --------------------------------------------------------------------------------------------
+
+
+def arbiter_app_tag(app_id: str) -> str:
+    """The YARN tag that carries an arbiter app id.
+
+    >>> arbiter_app_tag("app-0123456789ab")
+    'yarn-arbiter-app:app-0123456789ab'
+    """
+    return f"{ARBITER_APP_TAG_PREFIX}{app_id}".lower()
+
+
+def query_tag(job_id: str) -> str:
+    """The YARN tag (``SET hive.query.tag=...``) that marks a registered qoop-hive query's app.
+
+    >>> query_tag("query-0123456789ab")
+    'yarn-arbiter-query:query-0123456789ab'
+    """
+    return f"{QUERY_TAG_PREFIX}{job_id}".lower()
+
+
+def _tag_value(tags: Iterable[str], prefix: str) -> str | None:
+    for t in tags:
+        if t.startswith(prefix) and len(t) > len(prefix):
+            return t[len(prefix) :]
+    return None
+
+
+def arbiter_app_id(tags: Iterable[str]) -> str | None:
+    """The arbiter app id in an app's tags, if any.
+
+    >>> arbiter_app_id(["yarn-arbiter-ml", "yarn-arbiter-app:app-42", "team-a"])
+    'app-42'
+    >>> arbiter_app_id(["hive"]) is None
+    True
+    """
+    return _tag_value(tags, ARBITER_APP_TAG_PREFIX)
+
+
+# --------------------------------------------------------------------------------------------
+# Core: views of apps and nodes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AppView:
+    """What the watcher keeps of one YARN application. ``gpus_used`` is the app's live
+    ``yarn.io/gpu`` allocation when the RM reports it (Capacity Scheduler), else ``None``."""
+
+    yarn_id: str
+    state: str
+    kind: str  # ML | ANALYTICS
+    arbiter_id: str | None = None
+    query_id: str | None = None
+    application_type: str = ""
+    queue: str = ""
+    gpus_used: int | None = None
+    final_status: str = "UNDEFINED"
+    diagnostics: str = ""
+
+    @property
+    def live(self) -> bool:
+        return self.state not in FINAL_STATES
+
+
+def app_view(app: App) -> AppView:
+    """Classify one parsed app (module docstring: ML by tag, everything else analytics)."""
+    tags = tuple(t.lower() for t in app.tags)
+    ml = ML_APP_TAG in tags
+    return AppView(
+        yarn_id=app.id,
+        state=app.state,
+        kind=ML if ml else ANALYTICS,
+        arbiter_id=arbiter_app_id(tags) if ml else None,
+        query_id=_tag_value(tags, QUERY_TAG_PREFIX),
+        application_type=app.application_type,
+        queue=app.queue,
+        gpus_used=app.allocated_gpus if not app.is_final else 0,
+        final_status=app.final_status,
+        diagnostics=app.diagnostics[:200],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """What the watcher keeps of one NodeManager: its state and ``totalResource``."""
+
+    node_id: str
+    host: str
+    rack: str
+    state: str
+    gpus: int
+    vcores: int
+    memory_mb: int
+
+    @property
+    def present(self) -> bool:
+        return self.state in PRESENT_NODE_STATES
+
+    @property
+    def gone(self) -> bool:
+        return self.state in GONE_NODE_STATES
+
+    def same_capacity(self, other: NodeView) -> bool:
+        return (self.host, self.rack, self.gpus, self.vcores, self.memory_mb) == (
+            other.host,
+            other.rack,
+            other.gpus,
+            other.vcores,
+            other.memory_mb,
+        )
+
+
+def node_view(node: Node) -> NodeView:
+    return NodeView(
+        node_id=node.id,
+        host=node.host,
+        rack=node.rack,
+        state=node.state,
+        gpus=node.total.gpus,
+        vcores=node.total.vcores,
+        memory_mb=node.total.memory_mb,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Core: observations, the confirmed view, events, diff
+# --------------------------------------------------------------------------------------------
+
+
+def _empty() -> Mapping:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One successful poll. ``apps``: the live apps the RM listed, plus apps looked up by id
+    (possibly in a final state) and ended ML apps found for registered arbiter apps; an app
+    absent from ``apps`` was not reported. ``nodes``: every node listed, any state.
+    ``capacity``: the analytics capacity this poll suggests; ``active_nodes``: the RM's
+    ``activeNodes`` (``None``: not checked)."""
+
+    apps: Mapping[str, AppView] = field(default_factory=_empty)
+    nodes: Mapping[str, NodeView] = field(default_factory=_empty)
+    capacity: Resources | None = None
+    active_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class RMView:
+    """The confirmed view of the RM: live apps and present nodes, with how many consecutive
+    polls each confirmed app or node has been missing, and the analytics capacity."""
+
+    apps: Mapping[str, AppView] = field(default_factory=_empty)
+    nodes: Mapping[str, NodeView] = field(default_factory=_empty)
+    missing_apps: Mapping[str, int] = field(default_factory=_empty)
+    missing_nodes: Mapping[str, int] = field(default_factory=_empty)
+    capacity: Resources | None = None
+    polls: int = 0
+
+    def ml_apps(self) -> list[AppView]:
+        return [a for a in self.apps.values() if a.kind == ML]
+
+    def analytics_apps(self) -> list[AppView]:
+        return [a for a in self.apps.values() if a.kind == ANALYTICS]
+
+
+@dataclass(frozen=True, slots=True)
+class AppArrived:
+    app: AppView
+
+
+@dataclass(frozen=True, slots=True)
+class AppEnded:
+    """``app`` ended: ``confirmed_by`` is ``"state"`` (the RM reported a final state) or
+    ``"absence"`` (not reported for ``confirm_polls`` polls)."""
+
+    app: AppView
+    reason: str
+    confirmed_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAdded:
+    node: NodeView
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChanged:
+    old: NodeView
+    new: NodeView
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDraining:
+    node: NodeView
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRemoved:
+    node: NodeView
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityChanged:
+    old: Resources | None
+    new: Resources
+
+
+Event = (
+    AppArrived | AppEnded | NodeAdded | NodeChanged | NodeDraining | NodeRemoved | CapacityChanged
+)
+
+TOPOLOGY_EVENTS: Final = (NodeAdded, NodeChanged, NodeRemoved)
+
+
+def _ended_reason(app: AppView) -> str:
+    why = f"YARN {app.yarn_id} {app.state}"
+    if app.final_status not in ("", "UNDEFINED", app.state):
+        why += f" ({app.final_status})"
+    return why
+
+
+def diff(
+    view: RMView, obs: Observation, *, confirm_polls: int = DEFAULT_CONFIRM_POLLS
+) -> tuple[RMView, tuple[Event, ...]]:
+    """The next confirmed view and the events between ``view`` and ``obs`` (rules in the module
+    docstring: final states and gone nodes act at once, absence after ``confirm_polls``).
+
+    >>> a = AppView("application_1_0001", "RUNNING", ANALYTICS, application_type="TEZ")
+    >>> v, ev = diff(RMView(), Observation(apps={a.yarn_id: a}))
+    >>> [type(e).__name__ for e in ev], len(v.apps)
+    (['AppArrived'], 1)
+    >>> v, ev = diff(v, Observation())            # not listed once: nothing yet
+    >>> ev, dict(v.missing_apps)
+    ((), {'application_1_0001': 1})
+    >>> v, ev = diff(v, Observation(apps={a.yarn_id: a}))   # back: the count resets
+    >>> ev, dict(v.missing_apps)
+    ((), {})
+    """
+    if confirm_polls < 1:
+        raise ValueError(f"confirm_polls must be >= 1, got {confirm_polls}")
+    events: list[Event] = []
+    apps = dict(view.apps)
+    missing_apps = dict(view.missing_apps)
+    for yid, app in obs.apps.items():
+        known = view.apps.get(yid)
+        if app.live:
+            if known is None:
+                events.append(AppArrived(app))
+            apps[yid] = app
+            missing_apps.pop(yid, None)
+        elif known is not None:
+            events.append(AppEnded(app, _ended_reason(app), "state"))
+            del apps[yid]
+            missing_apps.pop(yid, None)
+        elif app.kind == ML and app.arbiter_id:
+            # An ML app that ended while nobody watched (the bridge restarted): still final.
+            events.append(AppEnded(app, _ended_reason(app), "state"))
+    for yid, app in view.apps.items():
+        if yid in obs.apps:
+            continue
+        n = missing_apps.get(yid, 0) + 1
+        if n >= confirm_polls:
+            reason = f"YARN {yid} not reported by the RM for {n} polls"
+            events.append(AppEnded(app, reason, "absence"))
+            del apps[yid]
+            missing_apps.pop(yid, None)
+        else:
+            missing_apps[yid] = n
+
+    nodes = dict(view.nodes)
+    missing_nodes = dict(view.missing_nodes)
+    seen_present: set[str] = set()
+    for nid, node in obs.nodes.items():
+        old = view.nodes.get(nid)
+        if node.present:
+            seen_present.add(nid)
+            if old is None:
+                events.append(NodeAdded(node))
+            elif not node.same_capacity(old):
+                events.append(NodeChanged(old, node))
+            if node.state == "DECOMMISSIONING" and (old is None or old.state != node.state):
+                events.append(NodeDraining(node))
+            nodes[nid] = node
+            missing_nodes.pop(nid, None)
+        elif node.gone and old is not None:
+            seen_present.add(nid)  # settled: not absent
+            events.append(NodeRemoved(old, f"node {nid} {node.state}"))
+            del nodes[nid]
+            missing_nodes.pop(nid, None)
+    for nid, node in view.nodes.items():
+        if nid in seen_present:
+            continue
+        n = missing_nodes.get(nid, 0) + 1
+        if n >= confirm_polls:
+            events.append(NodeRemoved(node, f"node {nid} not reported RUNNING for {n} polls"))
+            del nodes[nid]
+            missing_nodes.pop(nid, None)
+        else:
+            missing_nodes[nid] = n
+
+    capacity = view.capacity
+    running = sum(1 for n in nodes.values() if n.state == "RUNNING")
+    consistent = obs.active_nodes is None or obs.active_nodes == running
+    if obs.capacity is not None and consistent and obs.capacity != capacity:
+        events.append(CapacityChanged(capacity, obs.capacity))
+        capacity = obs.capacity
+    new_view = RMView(
+        apps=MappingProxyType(apps),
+        nodes=MappingProxyType(nodes),
+        missing_apps=MappingProxyType(missing_apps),
+        missing_nodes=MappingProxyType(missing_nodes),
+        capacity=capacity,
+        polls=view.polls + 1,
+    )
+    return new_view, tuple(events)
+
+
+# --------------------------------------------------------------------------------------------
+# Core: what the arbiter is told
+# --------------------------------------------------------------------------------------------
+
+
+def cluster_from_nodes(nodes: Iterable[NodeView], name: str = CLUSTER_NAME) -> Cluster:
+    """The arbiter's cluster for the present GPU nodes (module docstring), ordered by node id.
+
+    >>> c = cluster_from_nodes([NodeView("gpu-1:8041", "gpu-1", "/r1", "RUNNING", 2, 8, 8192),
+    ...                         NodeView("cpu-1:8041", "cpu-1", "/r1", "RUNNING", 0, 8, 8192)])
+    >>> sorted(c.gpu_ids), c.machines[0].rack
+    (['gpu-1/s0/g0', 'gpu-1/s0/g1'], 'r1')
+    """
+    chosen = sorted((n for n in nodes if n.present and n.gpus > 0), key=lambda n: n.node_id)
+    hosts: dict[str, int] = {}
+    for n in chosen:
+        hosts[n.host] = hosts.get(n.host, 0) + 1
+    machines = []
+    for n in chosen:
+        machine = n.host if n.host and hosts[n.host] == 1 else n.node_id
+        machines.append(
+            Machine(
+                name=machine.replace("/", "_"),
+                rack=n.rack.lstrip("/") or "default-rack",
+                slots=1,
+                gpus_per_slot=n.gpus,
+                gpu_type="gpu",
+                vcores=max(0, n.vcores),
+                memory_mb=max(0, n.memory_mb),
+            )
+        )
+    return Cluster.from_machines(name, machines)
+
+
+def machine_of(node: NodeView, nodes: Iterable[NodeView]) -> str:
+    """The machine name :func:`cluster_from_nodes` gives ``node`` among ``nodes``."""
+    same_host = sum(1 for n in nodes if n.present and n.gpus > 0 and n.host == node.host)
+    name = node.host if node.host and same_host <= 1 else node.node_id
+    return name.replace("/", "_")
+
+
+def external_jobs(apps: Iterable[AppView]) -> int:
+    """QOOP's external |J|: live analytics apps not tagged as a registered query's app.
+
+    >>> external_jobs([AppView("a1", "RUNNING", ANALYTICS),
+    ...                AppView("a2", "RUNNING", ANALYTICS, query_id="query-1"),
+    ...                AppView("a3", "RUNNING", ML)])
+    1
+    """
+    return sum(1 for a in apps if a.kind == ANALYTICS and a.live and a.query_id is None)
+
+
+def analytics_capacity(
+    metrics: ClusterMetrics,
+    scheduler: SchedulerInfo | None,
+    analytics_queues: Iterable[str],
+) -> Resources:
+    """R for the analytics share (module docstring): the Fair Scheduler's fair shares of
+    ``analytics_queues`` when it reports them, else the cluster's total CPU and memory."""
+    if scheduler is not None and scheduler.type == "fairScheduler":
+        vcores = memory = 0.0
+        found = False
+        for name in dict.fromkeys(analytics_queues):
+            try:
+                q = scheduler.queue(name)
+            except KeyError:
+                continue
+            if not isinstance(q, FairQueue):
+                continue
+            share = q.fair_share
+            if share.memory_mb <= 0 and share.vcores <= 0:
+                share = q.steady_fair_share  # an idle queue: its steady share
+            vcores += share.vcores
+            memory += share.memory_mb
+            found = True
+        if found:
+            return Resources(vcores, memory)
+    return Resources(float(metrics.total_vcores), float(metrics.total_mb))
+
+
+# --------------------------------------------------------------------------------------------
+# Shell
+# --------------------------------------------------------------------------------------------
+
+_DESELECTS = ("resourceRequests", "timeouts", "appNodeLabelExpression", "amNodeLabelExpression")
+
+
+@dataclass
+class PollStats:
+    """Counters of the watcher's polls (for logs, tests and a future status command)."""
+
+    polls: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    lookups: int = 0
+    last_error: str | None = None
+    events: int = 0
+    applied: dict[str, int] = field(default_factory=dict)
+
+
+class Watcher:
+    """Polls the RM and applies what changed to ``core`` (module docstring).
+
+    :meth:`poll_once` is one poll (all or nothing); :meth:`start` runs it every ``poll_s``
+    seconds on a daemon thread until :meth:`stop`. ``on_poll`` is called after every
+    successful poll with the new confirmed view (a hook for a standalone watcher; the
+    :class:`~yarn_bridge.bridge_cli.Bridge` runs its enforcer after :meth:`poll_once` itself).
+    """
+
+    def __init__(
+        self,
+        core: ArbiterCore,
+        rm: RMClient,
+        *,
+        poll_s: float = 5.0,
+        confirm_polls: int = DEFAULT_CONFIRM_POLLS,
+        analytics_queues: Iterable[str] = (),
+        max_lookups: int = 20,
+        cluster_name: str = CLUSTER_NAME,
+        on_poll: Callable[[RMView], None] | None = None,
+    ) -> None:
+        if not poll_s > 0:
+            raise ValueError(f"poll_s must be > 0, got {poll_s}")
+        if confirm_polls < 1:
+            raise ValueError(f"confirm_polls must be >= 1, got {confirm_polls}")
+        self.core = core
+        self.rm = rm
+        self.poll_s = poll_s
+        self.confirm_polls = confirm_polls
+        self.analytics_queues = tuple(analytics_queues)
+        self.max_lookups = max_lookups
+        self.cluster_name = cluster_name
+        self.on_poll = on_poll
+        self.view = RMView()
+        self.stats = PollStats()
+        self._reconciled: frozenset[str] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # one poll at a time
+
+    # -- observing ---------------------------------------------------------------------------
+
+    def observe(self) -> Observation:
+        """One poll's worth of RM answers. Raises :class:`~yarn_bridge.rm.RMError` if any
+        request fails (the caller then changes nothing)."""
+        rm = self.rm
+        nodes = {n.id: node_view(n) for n in rm.nodes()}
+        apps = {a.id: app_view(a) for a in rm.apps(states=LIVE_STATES, deselects=_DESELECTS)}
+        vanished = [a for a in self.view.apps.values() if a.yarn_id not in apps]
+        vanished.sort(key=lambda a: (a.kind != ML, a.yarn_id))  # ML apps first: GPUs wait
+        for app in vanished[: self.max_lookups]:
+            self.stats.lookups += 1
+            # A 404 (an RM restarted without recovery) counts as absence.
+            with contextlib.suppress(RMNotFound):
+                apps[app.yarn_id] = app_view(rm.app(app.yarn_id))
+        registered = frozenset(self.core.snapshot()["apps"])
+        linked = {a.arbiter_id for a in apps.values() if a.kind == ML and a.live}
+        unlinked = registered - linked
+        if unlinked and unlinked != self._reconciled:
+            # Arbiter apps with no live YARN app: did it end while nobody was watching?
+            ended = rm.apps(tags=[ML_APP_TAG], states=sorted(FINAL_STATES), deselects=_DESELECTS)
+            for app in ended:
+                v = app_view(app)
+                if v.arbiter_id in unlinked and v.yarn_id not in apps:
+                    apps[v.yarn_id] = v
+        metrics = rm.cluster_metrics()
+        scheduler = rm.scheduler()
+        queues = self.analytics_queues or tuple(
+            a.queue for a in apps.values() if a.kind == ANALYTICS and a.live and a.queue
+        )
+        capacity = analytics_capacity(metrics, scheduler, queues)
+        self._reconciled = unlinked  # only now: every request of this poll succeeded
+        return Observation(
+            apps=MappingProxyType(apps),
+            nodes=MappingProxyType(nodes),
+            capacity=capacity,
+            active_nodes=metrics.active_nodes,
+        )
+
+    # -- one poll ----------------------------------------------------------------------------
+
+    def poll_once(self) -> tuple[Event, ...] | None:
+        """Observe, diff, apply. Returns the events applied, or ``None`` when the poll failed
+        (the RM unreachable or its answer malformed: logged, nothing changed)."""
+        with self._lock:
+            self.stats.polls += 1
+            try:
+                obs = self.observe()
+            except RMError as exc:
+                self.stats.failures += 1
+                self.stats.consecutive_failures += 1
+                self.stats.last_error = str(exc)
+                log.warning(
+                    "RM poll failed (%d in a row); the arbiter keeps its view: %s",
+                    self.stats.consecutive_failures,
+                    exc,
+                )
+                return None
+            if self.stats.consecutive_failures:
+                log.info("RM answers again after %d failed polls", self.stats.consecutive_failures)
+            self.stats.consecutive_failures = 0
+            view, events = diff(self.view, obs, confirm_polls=self.confirm_polls)
+            self.view = view
+            self.stats.events += len(events)
+            self.apply(events, view)
+        if self.on_poll is not None:
+            self.on_poll(view)
+        return events
+
+    def apply(self, events: Iterable[Event], view: RMView) -> None:
+        """Carry ``events`` to the core (finish, topology, drain, analytics)."""
+        core = self.core
+        events = tuple(events)
+        counts = self.stats.applied
+        for ev in events:
+            if isinstance(ev, AppArrived):
+                link = f", arbiter app {ev.app.arbiter_id}" if ev.app.arbiter_id else ""
+                log.info("YARN app %s arrived (%s%s)", ev.app.yarn_id, ev.app.kind, link)
+            elif isinstance(ev, AppEnded):
+                log.info("YARN app %s ended: %s", ev.app.yarn_id, ev.reason)
+                if ev.app.kind == ML and ev.app.arbiter_id:
+                    freed = core.finish_app(ev.app.arbiter_id, ev.reason)
+                    counts["finish_app"] = counts.get("finish_app", 0) + 1
+                    log.info(
+                        "arbiter app %s finished; %d GPUs freed", ev.app.arbiter_id, len(freed)
+                    )
+            elif isinstance(ev, NodeRemoved | NodeAdded | NodeChanged | CapacityChanged):
+                log.info("%s", ev)
+        if any(isinstance(ev, TOPOLOGY_EVENTS) for ev in events):
+            cluster = cluster_from_nodes(view.nodes.values(), self.cluster_name)
+            changed = cluster != core.cluster
+            added, removed = core.update_topology(cluster)
+            if changed:
+                counts["update_topology"] = counts.get("update_topology", 0) + 1
+            log.info(
+                "topology from the RM: %d GPUs on %d nodes (+%d, -%d GPUs)",
+                cluster.num_gpus,
+                len(cluster.machines),
+                len(added),
+                len(removed),
+            )
+        for ev in events:
+            if isinstance(ev, NodeDraining):
+                machine = machine_of(ev.node, view.nodes.values())
+                if ev.node.gpus > 0 and any(m.name == machine for m in core.cluster.machines):
+                    grace = float(core.config["arbiter.revocation.grace.seconds"])
+                    revoked = core.drain(machine, grace)
+                    counts["drain"] = counts.get("drain", 0) + 1
+                    log.info(
+                        "node %s decommissioning: machine %s drained, %d leases end in %g s",
+                        ev.node.node_id,
+                        machine,
+                        len(revoked),
+                        grace,
+                    )
+        # Idempotent: the core pushes a share update only when |J| or R changed.
+        if core.set_analytics(external_jobs(view.apps.values()), view.capacity):
+            counts["set_analytics"] = counts.get("set_analytics", 0) + 1
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def start(self) -> Watcher:
+        if self._thread is not None:
+            raise RuntimeError("watcher already started")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="yarn-watcher", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+            except Exception:  # a bug must not stop the watching; it is logged in full
+                log.exception("watcher poll crashed; trying again in %g s", self.poll_s)
+            self._stop.wait(self.poll_s)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
