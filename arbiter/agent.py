@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -36,7 +37,7 @@ _SOURCES = {
     pb.LEASE_SOURCE_POLICY: "policy",
 }
 
-__all__ = ["Agent", "HeldLease", "estimator_from_scheduler"]
+__all__ = ["Agent", "HeldLease", "agent_kwargs_from_env", "estimator_from_scheduler"]
 
 log = logging.getLogger("yarn_arbiter.agent")
 
@@ -74,6 +75,25 @@ class HeldLease:
     start: float
     end: float
     source: str
+
+
+def agent_kwargs_from_env(environ: Mapping[str, str] | None = None) -> dict[str, object]:
+    """What ``yarn-arbiter submit`` handed this application master in its environment
+    (:mod:`yarn_bridge.env`): ``target``, ``app_id``, ``token`` and, with a CA bundle,
+    TLS ``credentials``, as keyword arguments for :class:`Agent`. Empty when the AM was not
+    started by the wrapper (it then registers itself)."""
+    from yarn_bridge.env import ENV_APP_ID, ENV_APP_TOKEN, ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA
+
+    env = os.environ if environ is None else environ
+    out: dict[str, object] = {}
+    if env.get(ENV_ARBITER_ADDRESS):
+        out["target"] = env[ENV_ARBITER_ADDRESS]
+    if env.get(ENV_APP_ID) and env.get(ENV_APP_TOKEN):
+        out["app_id"], out["token"] = env[ENV_APP_ID], env[ENV_APP_TOKEN]
+    if env.get(ENV_ARBITER_TLS_CA):
+        with open(env[ENV_ARBITER_TLS_CA], "rb") as f:
+            out["credentials"] = grpc.ssl_channel_credentials(root_certificates=f.read())
+    return out
 
 
 class Agent:

@@ -81,7 +81,10 @@ class HyperbandAM:
         n_avg: float = 4.0,
         time_scale: float = 1500.0,
         seed: int = 0,
+        **agent_kwargs,
     ) -> None:
+        """``agent_kwargs`` (``app_id``, ``token``, ``credentials``) go to the Agent: an AM
+        submitted by ``yarn-arbiter submit`` is registered already."""
         self.name = name
         self.iters_per_phase = iters_per_phase
         self.jobs = [TrainingJob(lr=0.02 * 3**k, seed=seed) for k in range(configs)]
@@ -108,6 +111,7 @@ class HyperbandAM:
             max_gpu_demand=max_gpu_demand,
             app_name=name,
             heartbeat_seconds=0.5,
+            **agent_kwargs,
         )
 
     def _scheduler(self) -> SuccessiveHalving:
@@ -186,3 +190,40 @@ class _Live:
 
     def get_jobs_remaining(self, gpu_alloc):
         return self._now().get_jobs_remaining(gpu_alloc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one bracket as a YARN application master (``yarn-arbiter submit --command
+    'python -m arbiter.examples.hyperband_am --gpus 4'``) or by hand (``--arbiter HOST:PORT``)."""
+    import argparse
+
+    from arbiter.agent import agent_kwargs_from_env
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--arbiter", help="host:port (default $YARN_ARBITER_ADDRESS)")
+    ap.add_argument("--gpus", type=int, default=4, help="max GPU demand (default 4)")
+    ap.add_argument("--configs", type=int, default=4, help="configurations (default 4)")
+    ap.add_argument("--name", default="hyperband", help="app name")
+    ap.add_argument("--timeout", type=float, default=600.0, help="give up after (s)")
+    args = ap.parse_args(argv)
+    kwargs = agent_kwargs_from_env()
+    target = args.arbiter or kwargs.pop("target", None)
+    kwargs.pop("target", None)
+    if not target:
+        ap.error("no arbiter: pass --arbiter or set YARN_ARBITER_ADDRESS")
+    am = HyperbandAM(
+        str(target), name=args.name, configs=args.configs, max_gpu_demand=args.gpus, **kwargs
+    ).start()
+    deadline = time.time() + args.timeout
+    while not am.finished and time.time() < deadline:
+        time.sleep(0.2)
+    am.stop()
+    if not am.finished:
+        print(f"{args.name}: not finished after {args.timeout:.0f} s")
+        return 1
+    print(f"{args.name}: finished; best validation loss {am.best_loss:.3f}, rho {am.final_rho:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
