@@ -43,6 +43,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "Snapshot",
+    "admit_and_place",
     "check_grants",
     "machine_usage",
 ]
@@ -336,3 +337,33 @@ def ideal_rate(cluster: Cluster, gang: int, perf: Any) -> float:
             return math.nan
         best = perf.rate(placement_of(cluster, gpus))
     return best if best > 0 else math.nan
+
+
+def admit_and_place(snapshot: Snapshot, ranked: Iterable[JobView]) -> dict[str, frozenset[str]]:
+    """The preemptive priority rule LAS, SRTF and SRSF share: jobs in ``ranked`` order are
+    admitted while their gangs fit in the cluster (a gang that does not fit is skipped, so
+    smaller ones behind it can run); admitted jobs that already run keep their GPUs (no
+    needless migration), the other admitted jobs are placed with :class:`FreePool`, then the
+    rest backfill what is still free; running jobs not placed are preempted. An admitted job the
+    free GPUs cannot run (a type without throughput for it) gives way to the next in rank."""
+    ranked = list(ranked)
+    budget = snapshot.cluster.num_gpus
+    admitted = []
+    for job in ranked:
+        if job.gang <= budget:
+            admitted.append(job)
+            budget -= job.gang
+        if budget == 0:
+            break
+    alloc = {j.job_id: j.held for j in admitted if j.running}
+    kept = set().union(*alloc.values()) if alloc else set()
+    pool = FreePool(snapshot.cluster, snapshot.cluster.gpu_ids - kept)
+    admitted_ids = {j.job_id for j in admitted}
+    backfill = [j for j in ranked if j.job_id not in admitted_ids]
+    for job in [j for j in admitted if not j.running] + backfill:
+        if pool.size == 0:
+            break
+        if (gpus := pool.take(job.gang, job.perf)) is not None:
+            alloc[job.job_id] = gpus
+    return alloc
+

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arbiter.policies.base import Decision, FreePool, Snapshot
+from arbiter.policies.base import Decision, Snapshot, admit_and_place
 
 __all__ = ["Las"]
 
@@ -26,24 +26,5 @@ class Las:
     round_s: float | None = 360.0
 
     def decide(self, snapshot: Snapshot) -> Decision:
-        budget = snapshot.cluster.num_gpus
-        admitted = []
         ranked = sorted(snapshot.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.job_id))
-        for job in ranked:
-            if job.gang <= budget:
-                admitted.append(job)
-                budget -= job.gang
-            if budget == 0:
-                break
-        alloc = {j.job_id: j.held for j in admitted if j.running}
-        kept = set().union(*alloc.values()) if alloc else set()
-        pool = FreePool(snapshot.cluster, snapshot.cluster.gpu_ids - kept)
-        admitted_ids = {j.job_id for j in admitted}
-        backfill = [j for j in ranked if j.job_id not in admitted_ids]
-        for job in [j for j in admitted if not j.running] + backfill:
-            if pool.size == 0:
-                break
-            # None only if the free GPUs cannot run this job (e.g. a type without throughput).
-            if (gpus := pool.take(job.gang, job.perf)) is not None:
-                alloc[job.job_id] = gpus
-        return Decision(alloc)
+        return Decision(admit_and_place(snapshot, ranked))
