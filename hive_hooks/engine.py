@@ -172,6 +172,10 @@ class LocalHiveServer:
             "spark.hadoop.javax.jdo.option.ConnectionURL": (
                 f"jdbc:derby:;databaseName={w / 'metastore_db'};create=true"
             ),
+            # Spark interrupts a statement's thread on cancel; inside the embedded Derby
+            # metastore that closes a pooled connection, and a few cancels exhaust the pool and
+            # hang the server (40 random cancels reproduce it). Unpooled connections do not.
+            "spark.hadoop.datanucleus.connectionPoolingType": "None",
             **self.extra_conf,
         }
         hiveconf = {

@@ -1,0 +1,373 @@
+"""Share following: where a running query learns its current resource share (QOOP §2.3).
+
+QOOP's scheduler pushes every job its "1-over-n" fair share whenever it changes (Pseudocode 1,
+spec ``qoop-themis.md`` A.1-A.2, T:445-490); the execution engine hands each change to the query
+planner, which may switch plans (A.1 steps 1-5). A :class:`ShareSource` is that push channel as
+the executor sees it:
+
+* ``begin(query_id)`` when a query starts (an arbiter-backed source registers a query job then),
+  ``end(query_id)`` when it finishes (the job is unregistered);
+* ``current()`` -> :class:`ShareSnapshot` (``epoch``, ``share``): the epoch changes whenever the
+  share does, so the executor compares epochs and calls the planner on every change;
+* ``wait_change(after_epoch, timeout)``: block until the epoch differs from ``after_epoch``.
+
+Sources:
+
+* :class:`StaticShare`: a fixed share (the executor's default: no arbiter, no switches).
+* :class:`ManualShare`: ``set(share)`` from any thread (tests trigger a change from a stage
+  event, deterministically; a CLI or a benchmark can drive it too).
+* :class:`ScriptedShare`: a profile of ``(t_seconds, share)`` steps replayed against the clock
+  from ``begin()`` (QOOP's micro-benchmarks replay resource profiles the same way, A.7). It needs
+  no thread: ``current()`` reads the clock. ``share`` may be a :class:`~qoop_planner.model.Share`
+  or a number of vcores.
+* :class:`ArbiterShare`: registers the query with the arbiter's QueryShare service over gRPC
+  (``RegisterQuery``, token in ``x-app-token`` metadata), follows ``SubscribeShare`` on a
+  background thread, and unregisters at ``end()``. A broken stream is re-subscribed with the same
+  job and token, backing off 0.1 s doubling to 5 s (as :mod:`arbiter.agent` does); until the
+  first update arrives ``current()`` reports the ``initial`` share. The arbiter's epochs are used
+  as they are (strictly increasing per arbiter).
+
+Decisions: the share vector the planner reads is vcores and memory (GPUs are not in QOOP's
+vector; spec §0). A share of 0 vcores is passed on as it is; the executor still runs one stage
+at a time (HiveServer2 offers no way to hold a query at zero).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import grpc
+
+from hive_hooks.errors import ShareSourceError
+from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+from qoop_planner.model import Share
+
+__all__ = [
+    "DEFAULT_SHARE",
+    "ArbiterShare",
+    "ManualShare",
+    "ScriptedShare",
+    "ShareSnapshot",
+    "ShareSource",
+    "StaticShare",
+    "as_share",
+]
+
+log = logging.getLogger("qoop_hive.share")
+
+DEFAULT_SHARE = Share(vcores=4.0, memory_mb=8192.0)
+
+
+def as_share(value: Share | float | int) -> Share:
+    """A :class:`Share` from a Share or a number of vcores (memory: 2 GiB per vcore)."""
+    if isinstance(value, Share):
+        return value
+    v = float(value)
+    return Share(vcores=v, memory_mb=2048.0 * v)
+
+
+@dataclass(frozen=True)
+class ShareSnapshot:
+    """The share in force and its epoch (changes with every share change)."""
+
+    epoch: int
+    share: Share
+    cause: str = ""
+    active_jobs: int | None = None
+
+
+@runtime_checkable
+class ShareSource(Protocol):
+    """Current share + change notifications (module docstring)."""
+
+    def begin(self, query_id: str) -> None: ...
+
+    def current(self) -> ShareSnapshot: ...
+
+    def wait_change(self, after_epoch: int, timeout: float) -> ShareSnapshot: ...
+
+    def end(self, query_id: str) -> None: ...
+
+
+class _Feed:
+    """A snapshot guarded by a condition variable: what push-driven sources share."""
+
+    def __init__(self, initial: ShareSnapshot) -> None:
+        self._cond = threading.Condition()
+        self._snap = initial
+        self.history: list[tuple[float, ShareSnapshot]] = [(time.monotonic(), initial)]
+
+    def _publish(self, snap: ShareSnapshot) -> None:
+        with self._cond:
+            self._snap = snap
+            self.history.append((time.monotonic(), snap))
+            self._cond.notify_all()
+
+    def current(self) -> ShareSnapshot:
+        with self._cond:
+            return self._snap
+
+    def wait_change(self, after_epoch: int, timeout: float) -> ShareSnapshot:
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while self._snap.epoch == after_epoch:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return self._snap
+
+
+class StaticShare(_Feed):
+    """A share that never changes."""
+
+    def __init__(self, share: Share | float = DEFAULT_SHARE) -> None:
+        super().__init__(ShareSnapshot(0, as_share(share), "static"))
+
+    def begin(self, query_id: str) -> None:
+        pass
+
+    def end(self, query_id: str) -> None:
+        pass
+
+
+class ManualShare(_Feed):
+    """A share changed by calling :meth:`set` (thread-safe)."""
+
+    def __init__(self, share: Share | float = DEFAULT_SHARE) -> None:
+        super().__init__(ShareSnapshot(0, as_share(share), "initial"))
+
+    def set(self, share: Share | float, cause: str = "manual") -> ShareSnapshot:
+        with self._cond:
+            snap = ShareSnapshot(self._snap.epoch + 1, as_share(share), cause)
+            self._publish(snap)
+            return snap
+
+    def begin(self, query_id: str) -> None:
+        pass
+
+    def end(self, query_id: str) -> None:
+        pass
+
+
+class ScriptedShare:
+    """A profile of ``(t_seconds, share)`` steps replayed from :meth:`begin` (module docstring).
+
+    Step ``i`` is in force from ``t_i`` (seconds after ``begin``) to ``t_{i+1}``; the epoch is
+    ``i``. The first step must start at 0. Before ``begin`` the clock runs from construction.
+
+    >>> clock = iter([0.0, 0.5, 1.5, 3.0]).__next__
+    >>> s = ScriptedShare([(0, 8), (1.0, 2), (2.0, 4)], clock=clock)
+    >>> snaps = [s.current() for _ in range(3)]
+    >>> [(x.epoch, x.share.vcores) for x in snaps]
+    [(0, 8.0), (1, 2.0), (2, 4.0)]
+    """
+
+    def __init__(
+        self,
+        profile: Sequence[tuple[float, Share | float]],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        restart_on_begin: bool = True,
+    ) -> None:
+        if not profile:
+            raise ValueError("profile needs at least one (t_seconds, share) step")
+        steps = [(float(t), as_share(s)) for t, s in profile]
+        if steps[0][0] != 0.0:
+            raise ValueError(f"the first step must start at t=0, got {steps[0][0]}")
+        for (t0, _), (t1, _) in itertools.pairwise(steps):
+            if not t1 > t0:
+                raise ValueError(f"step times must increase strictly: {t0} then {t1}")
+        self.steps: tuple[tuple[float, Share], ...] = tuple(steps)
+        self.clock = clock
+        self.sleep = sleep
+        self.restart_on_begin = restart_on_begin
+        self._t0 = clock()
+
+    def begin(self, query_id: str) -> None:
+        if self.restart_on_begin:
+            self._t0 = self.clock()
+
+    def end(self, query_id: str) -> None:
+        pass
+
+    def elapsed(self) -> float:
+        return self.clock() - self._t0
+
+    def _index(self, elapsed: float) -> int:
+        i = 0
+        for j, (t, _) in enumerate(self.steps):
+            if t <= elapsed:
+                i = j
+            else:
+                break
+        return i
+
+    def current(self) -> ShareSnapshot:
+        i = self._index(self.elapsed())
+        return ShareSnapshot(i, self.steps[i][1], "scripted")
+
+    def wait_change(self, after_epoch: int, timeout: float) -> ShareSnapshot:
+        deadline = self.clock() + max(0.0, timeout)
+        while True:
+            snap = self.current()
+            if snap.epoch != after_epoch:
+                return snap
+            now = self.clock()
+            i = snap.epoch + 1
+            nxt = self.steps[i][0] + self._t0 if i < len(self.steps) else None
+            wake = deadline if nxt is None else min(deadline, nxt)
+            if now >= deadline:
+                return snap
+            self.sleep(max(0.0, wake - now) + 1e-3)
+
+
+class ArbiterShare(_Feed):
+    """The arbiter's share stream for one query job at a time (module docstring).
+
+    ``target`` is ``host:port`` of the arbiter's gRPC server. ``credentials`` are TLS channel
+    credentials (``None``: insecure channel). ``first_update_timeout`` bounds how long
+    :meth:`begin` waits for the first update (the arbiter sends one on subscription).
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        user: str = "",
+        queue_name: str = "default",
+        credentials: grpc.ChannelCredentials | None = None,
+        initial: Share | float = DEFAULT_SHARE,
+        first_update_timeout: float = 10.0,
+        rpc_timeout: float = 10.0,
+    ) -> None:
+        super().__init__(ShareSnapshot(0, as_share(initial), "initial"))
+        self.target = target
+        self.user = user
+        self.queue_name = queue_name
+        self.credentials = credentials
+        self.first_update_timeout = first_update_timeout
+        self.rpc_timeout = rpc_timeout
+        self.job_id: str | None = None
+        self._token: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stream: grpc.Future | None = None
+        self._channel: grpc.Channel | None = None
+        self.updates = 0
+
+    def _open_channel(self) -> grpc.Channel:
+        if self.credentials is not None:
+            return grpc.secure_channel(self.target, self.credentials)
+        return grpc.insecure_channel(self.target)
+
+    def begin(self, query_id: str) -> None:
+        if self.job_id is not None:
+            raise ShareSourceError(f"ArbiterShare already follows query job {self.job_id}")
+        self._channel = self._open_channel()
+        stub = rpc.QueryShareStub(self._channel)
+        try:
+            reply = stub.RegisterQuery(
+                pb.RegisterQueryRequest(
+                    query_name=query_id[:1024], user=self.user, queue=self.queue_name
+                ),
+                timeout=self.rpc_timeout,
+            )
+        except grpc.RpcError as e:
+            self._close_channel()
+            raise ShareSourceError(
+                f"arbiter {self.target}: RegisterQuery failed: {e.code().name}: {e.details()}"
+            ) from e
+        self.job_id, self._token = reply.job_id, reply.job_token
+        start_epoch = self.current().epoch
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._follow, name=f"share-{self.job_id}", daemon=True
+        )
+        self._thread.start()
+        snap = self.wait_change(start_epoch, self.first_update_timeout)
+        if snap.epoch == start_epoch:
+            self.end(query_id)
+            raise ShareSourceError(
+                f"arbiter {self.target}: no share update within {self.first_update_timeout:.0f} s"
+            )
+
+    def _follow(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            stub = rpc.QueryShareStub(self._channel)
+            stream = stub.SubscribeShare(
+                pb.SubscribeShareRequest(job_id=self.job_id),
+                metadata=[("x-app-token", self._token or "")],
+            )
+            self._stream = stream
+            try:
+                for u in stream:
+                    backoff = 0.1
+                    self.updates += 1
+                    cause = pb.ShareCause.Name(u.cause).removeprefix("SHARE_CAUSE_").lower()
+                    self._publish(
+                        ShareSnapshot(
+                            epoch=int(u.epoch),
+                            share=Share(
+                                vcores=max(0.0, u.fair_share.vcores),
+                                memory_mb=max(0.0, u.fair_share.memory_mb),
+                            ),
+                            cause=cause,
+                            active_jobs=int(u.active_jobs),
+                        )
+                    )
+                if self._stop.is_set():
+                    return
+                log.info("share stream of %s ended; re-subscribing", self.job_id)
+            except grpc.RpcError as e:
+                if self._stop.is_set() or e.code() == grpc.StatusCode.CANCELLED:
+                    return
+                if e.code() in (
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    grpc.StatusCode.NOT_FOUND,
+                ):
+                    log.error("share stream of %s refused: %s", self.job_id, e.details())
+                    return
+                log.info("share stream of %s broke (%s); re-subscribing", self.job_id, e.code())
+            if self._stop.wait(backoff):
+                return
+            backoff = min(5.0, backoff * 2)
+
+    def _close_channel(self) -> None:
+        ch, self._channel = self._channel, None
+        if ch is not None:
+            ch.close()
+
+    def end(self, query_id: str) -> None:
+        if self.job_id is None:
+            return
+        self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            stream.cancel()
+        if self._channel is not None:
+            try:
+                rpc.QueryShareStub(self._channel).UnregisterQuery(
+                    pb.UnregisterQueryRequest(job_id=self.job_id),
+                    metadata=[("x-app-token", self._token or "")],
+                    timeout=self.rpc_timeout,
+                )
+            except grpc.RpcError as e:  # the arbiter restarted or already dropped the job
+                log.info("UnregisterQuery %s: %s", self.job_id, e.code())
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+        self._stream = None
+        self._close_channel()
+        self.job_id = None
+        self._token = None
