@@ -14,6 +14,7 @@ $(STAMP): setup.cfg pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/yarn-arbiter demo
+	$(BIN)/python -m hive_hooks.demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

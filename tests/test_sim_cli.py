@@ -98,8 +98,6 @@ def test_compare_synergy_with_cpu_mem_sensitivity(capsys) -> None:
          "--no-progress"]
     )  # fmt: skip
     assert rc == 0
-    rows = {
-        line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:]
-    }
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:]}
     makespan = {p: float(r[9].replace(",", "")) for p, r in rows.items()}
     assert makespan["fifo"] / makespan["synergy-tune"] > 1.2

@@ -23,7 +23,6 @@ __all__ = [
 ]
 
 
-
 def _lazy(module: str, cls: str) -> Callable[..., Policy]:
     """A factory that imports ``arbiter.policies.<module>`` only when the policy is used."""
 

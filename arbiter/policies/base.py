@@ -366,4 +366,3 @@ def admit_and_place(snapshot: Snapshot, ranked: Iterable[JobView]) -> dict[str, 
         if (gpus := pool.take(job.gang, job.perf)) is not None:
             alloc[job.job_id] = gpus
     return alloc
-
