@@ -37,6 +37,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import grpc
+import psutil
 
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
@@ -61,6 +62,7 @@ class Stats:
         self.errors: dict[str, int] = defaultdict(int)
         self.count = 0
         self.share_updates = 0
+        self.ready = 0  # agents whose first heartbeat went through, subscribers subscribed
 
     def record(self, kind: str, seconds: float) -> None:
         self.lat[kind].append(seconds * 1e3)
@@ -125,6 +127,7 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
 
     read_task = asyncio.create_task(reader())
     await asyncio.sleep(random.random())  # spread heartbeats over the second
+    first = True
     while not stop.is_set():
         await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=time.time())))
         t = time.perf_counter()
@@ -135,6 +138,9 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
             stats.record("ReportProgress", time.perf_counter() - t)
         except grpc.RpcError as exc:
             stats.errors[f"ReportProgress {exc.code().name}"] += 1
+        if first:
+            first = False
+            stats.ready += 1
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=1.0)
     call.cancel()
@@ -156,12 +162,27 @@ async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event
                 stats.errors[f"SubscribeShare {exc.code().name}"] += 1
 
     task = asyncio.create_task(read())
+    stats.ready += 1
     await stop.wait()
     call.cancel()
     await asyncio.gather(task, return_exceptions=True)
 
 
-async def run_load(port: int, agents: int, seconds: float, admin_token: str) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its children (the auction worker)."""
+    procs = [psutil.Process(pid)]
+    procs += procs[0].children(recursive=True)
+    total = 0.0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+async def run_load(
+    port: int, agents: int, seconds: float, admin_token: str, server_pid: int
+) -> dict:
     stats = Stats()
     stop = asyncio.Event()
     channels = [
@@ -177,14 +198,22 @@ async def run_load(port: int, agents: int, seconds: float, admin_token: str) -> 
     ]
     admin = rpc.AdminStub(channels[0])
     md = [("x-admin-token", admin_token)]
-    await asyncio.sleep(min(3.0, seconds / 3))  # ramp-up: registrations and first rounds
+    # ramp-up: every agent registered and heartbeating, every subscriber subscribed (the
+    # RegisterApp burst is reported apart), then a few seconds of steady state before measuring
+    t_ramp = time.perf_counter()
+    while stats.ready < len(tasks) and time.perf_counter() - t_ramp < 120:
+        await asyncio.sleep(0.1)
+    ramp_s = time.perf_counter() - t_ramp
+    await asyncio.sleep(min(3.0, seconds / 3))
     warm = stats.count
     r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round
+    cpu0 = (cpu_seconds(server_pid), cpu_seconds(os.getpid()))
     t0 = time.perf_counter()
     for kind in ("ReportProgress", "offer->allocation"):
         stats.lat[kind].clear()
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
+    cpu1 = (cpu_seconds(server_pid), cpu_seconds(os.getpid()))
     r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round
     measured = stats.count - warm
     stop.set()
@@ -205,6 +234,10 @@ async def run_load(port: int, agents: int, seconds: float, admin_token: str) -> 
     return {
         "agents": agents,
         "seconds": round(elapsed, 1),
+        "ramp_s": round(ramp_s, 1),  # until every agent and subscriber was up
+        # cores busy while measuring: the arbiter (with its auction worker), this load generator
+        "server_cores": round((cpu1[0] - cpu0[0]) / elapsed, 2),
+        "client_cores": round((cpu1[1] - cpu0[1]) / elapsed, 2),
         "rpcs_per_s": round(measured / elapsed, 1),
         "p99_ms": max(unary) if unary else None,
         "errors": sum(stats.errors.values()),
@@ -243,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             try:
                 time.sleep(2.0)
-                rec = asyncio.run(run_load(port, n, args.seconds, "load-admin"))
+                rec = asyncio.run(run_load(port, n, args.seconds, "load-admin", server.pid))
             finally:
                 server.terminate()
                 server.wait(timeout=30)
@@ -252,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"agents {n:5d}: {rec['rpcs_per_s']:8.1f} RPC/s  p99 {worst:8.1f} ms  "
             f"rounds/s {rec['rounds_per_s']:5.2f}  errors {rec['errors']}  "
+            f"cores: arbiter {rec['server_cores']:.2f} load {rec['client_cores']:.2f}  "
             + "  ".join(
                 f"{k} p50 {v['p50_ms']:.1f} p99 {v['p99_ms']:.1f}"
                 for k, v in rec["per_type"].items()
