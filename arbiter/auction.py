@@ -60,6 +60,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -96,6 +97,15 @@ _EXACT_GAP = 1e-9
 PAYMENT_GAP = 1e-4
 # Rounds of clique-cut separation per branch-and-bound node.
 _CUT_ROUNDS = 3
+# HiGHS's primal_solution_status for "a feasible solution is known".
+_FEASIBLE = 2
+# Under a time budget, the share of it the proportional-fair solves may use; the rest is for
+# the solves that set the hidden payments.
+_PF_SHARE = 0.5
+
+
+def _past(deadline: float) -> bool:
+    return time.monotonic() >= deadline
 
 
 class Rounding(StrEnum):
@@ -166,6 +176,8 @@ class PAResult:
     # minus i): the denominator of c_i. Unlike c_i it does not depend on how ties between
     # equally good PF allocations were broken, so it is what two solvers must agree on.
     value_without: dict[str, float] = field(default_factory=dict, compare=False)
+    # Solves stopped by a time budget with their incumbent (0: PF and every c_i are exact).
+    budget_stops: int = field(default=0, compare=False)
 
     @property
     def hidden_payment(self) -> dict[str, float]:
@@ -351,6 +363,9 @@ class _Market:
         self.lp = lp
         self.h = self._highs(lp)
         self.milp_solves = 0
+        # Time budget (monotonic deadline of the current solve; None = solve to the gap).
+        self.deadline: float | None = None
+        self.budget_stops = 0  # solves that ended at their deadline with their incumbent
 
     @staticmethod
     def _highs(lp: highspy.HighsLp) -> highspy.Highs:
@@ -428,6 +443,9 @@ class _Market:
         while stack:
             fixes = stack.pop()
             nodes += 1
+            if self.deadline is not None and best is not None and _past(self.deadline):
+                self.budget_stops += 1
+                return best
             if nodes > _NODE_LIMIT:
                 return None
             for k, v in fixes:
@@ -532,11 +550,20 @@ class _Market:
                 for a, r in zip(self.col_app, self.col_row, strict=True)
             ]
             h.setSolution(sol)
+        if self.deadline is not None:
+            h.setOptionValue("time_limit", max(1e-3, self.deadline - time.monotonic()))
         h.run()
         status = h.getModelStatus()
-        if status != highspy.HighsModelStatus.kOptimal:  # all-empty is always feasible
-            raise RuntimeError(f"HiGHS did not prove optimality: {h.modelStatusToString(status)}")
-        return self._choice(np.asarray(h.getSolution().col_value), excluded)
+        if status == highspy.HighsModelStatus.kOptimal:
+            return self._choice(np.asarray(h.getSolution().col_value), excluded)
+        if self.deadline is not None and status == highspy.HighsModelStatus.kTimeLimit:
+            self.budget_stops += 1
+            if h.getInfo().primal_solution_status == _FEASIBLE:
+                return self._choice(np.asarray(h.getSolution().col_value), excluded)
+            if hint is not None:
+                return {a: hint.get(a, 0) for a in self.members if a not in excluded}
+        # all-empty is always feasible, so anything else is a solver failure
+        raise RuntimeError(f"HiGHS did not prove optimality: {h.modelStatusToString(status)}")
 
     def _choice(self, values: np.ndarray, excluded: frozenset[int]) -> dict[int, int]:
         chosen = {a: 0 for a in self.members if a not in excluded}
@@ -567,69 +594,149 @@ def _cost(apps: list[_App], choice: Mapping[int, int]) -> float:
     return sum(apps[a].rows[r][1] for a, r in choice.items())
 
 
+def _greedy(apps: list[_App], members: list[int]) -> dict[int, int]:
+    """A feasible allocation to start a budgeted solve from: apps in order of what their best
+    row gains over nothing (starving apps first), each taking its best row still free."""
+    used: set[int] = set()
+    choice: dict[int, int] = {}
+    for a in sorted(members, key=lambda a: (apps[a].best - apps[a].rows[0][1], a)):
+        ranked = sorted(range(1, len(apps[a].rows)), key=lambda r: apps[a].rows[r][1])
+        choice[a] = next((r for r in ranked if used.isdisjoint(apps[a].rows[r][0])), 0)
+        used |= apps[a].rows[choice[a]][0]
+    return choice
+
+
+def _reassign(apps: list[_App], kept: Mapping[int, int]) -> dict[int, int]:
+    """``kept`` improved by local moves: each app in turn (largest gain first) switches to its
+    best row that fits in its own GPUs plus the free ones. A feasible market without the app
+    that left ``kept``, found in microseconds: the budgeted ``-i`` solve starts from it."""
+    choice = dict(kept)
+    used = set().union(*(apps[a].rows[r][0] for a, r in choice.items()))
+    improved = True
+    while improved:
+        improved = False
+        order = sorted(choice, key=lambda a: (apps[a].best - apps[a].rows[choice[a]][1], a))
+        for a in order:
+            own = apps[a].rows[choice[a]][0]
+            best_r, best_c = choice[a], apps[a].rows[choice[a]][1]
+            for r, (gpus, cost) in enumerate(apps[a].rows):
+                if cost < best_c - 1e-12 and all(g in own or g not in used for g in gpus):
+                    best_r, best_c = r, cost
+            if best_r != choice[a]:
+                used -= own
+                used |= apps[a].rows[best_r][0]
+                choice[a] = best_r
+                improved = True
+    return choice
+
+
+def _slice(end: float | None, left: int) -> float | None:
+    """The deadline of the next of ``left`` solves sharing what remains until ``end``."""
+    if end is None:
+        return None
+    now = time.monotonic()
+    return now + max(0.0, end - now) / max(1, left)
+
+
 def _pf_and_payments(
-    apps: list[_App], naive: bool = False, payment_gap: float = PAYMENT_GAP
-) -> tuple[dict[int, int], dict[int, float], dict[int, float], int]:
-    """PF choice (app -> row) and c_i for every app; also the number of MILP solves.
+    apps: list[_App],
+    naive: bool = False,
+    payment_gap: float = PAYMENT_GAP,
+    time_budget: float | None = None,
+) -> tuple[dict[int, int], dict[int, float], dict[int, float], int, int]:
+    """PF choice (app -> row) and c_i for every app; also the number of MILP solves and of
+    solves stopped by ``time_budget`` (seconds; None = every solve to its gap).
 
     The market for c_i is the apps with finite ρ in the PF allocation (Gap 2): an app the PF
     leaves at ρ = ∞ lost this round and is not counted in anyone's hidden payment.
+
+    Under a budget the PF solves share half of it and the ``-i`` solves the rest, each taking
+    an equal slice of what remains; a solve at its deadline returns its incumbent (the PF
+    starts from :func:`_greedy`, a ``-i`` solve from the PF rows of the others, so its c_i
+    can only come out above its exact value: the app is never overcharged). A ``-i`` solve
+    reached after the budget is spent takes :func:`_reassign`'s market (local moves of the
+    others into the GPUs i leaves).
     """
     choice: dict[int, int] = {}
     c: dict[int, float] = {}
     without: dict[int, float] = {}
     comp_value: dict[tuple[int, ...], float] = {}
-    milp = 0
+    start = time.monotonic()
+    pf_end = None if time_budget is None else start + _PF_SHARE * time_budget
+    end = None if time_budget is None else start + time_budget
     comps = [list(range(len(apps)))] if naive else _components(apps)
-    for comp in comps:
-        big = math.prod(len(apps[a].rows) for a in comp) > _ENUMERATION_LIMIT and len(comp) > 1
-        market = _Market(apps, comp) if big else None
-        pf = (
-            market.solve_milp(frozenset())
-            if naive and market
-            else _optimum(apps, comp, market, frozenset())
-        )
+    big = {
+        k: math.prod(len(apps[a].rows) for a in comp) > _ENUMERATION_LIMIT and len(comp) > 1
+        for k, comp in enumerate(comps)
+    }
+    markets = {k: _Market(apps, comp) for k, comp in enumerate(comps) if big[k]}
+    # Phase 1: the proportional-fair allocation of every component.
+    lost: dict[int, frozenset[int]] = {}
+    left = sum(big.values())
+    for k, comp in enumerate(comps):
+        market = markets.get(k)
+        if naive and market:
+            pf = market.solve_milp(frozenset())
+        else:
+            if market:
+                market.deadline = _slice(pf_end, left)
+                left -= 1
+            hint = _greedy(apps, comp) if market and time_budget is not None else None
+            pf = _optimum(apps, comp, market, frozenset(), hint=hint)
         choice.update(pf)
-        lost = frozenset(a for a in comp if apps[a].starving and pf[a] == 0)
+        lost[k] = frozenset(a for a in comp if apps[a].starving and pf[a] == 0)
+        comp_value[tuple(comp)] = -_cost(apps, {a: pf[a] for a in comp if a not in lost[k]})
+    # Phase 2: c_i, solving the market without i only where it can differ.
+    todo: list[tuple[int, int, dict[int, int]]] = []
+    for k, comp in enumerate(comps):
         users: dict[int, set[int]] = {}
         for a in comp:
-            if a not in lost:
+            if a not in lost[k]:
                 for gpus, _ in apps[a].rows[1:]:
                     for g in gpus:
                         users.setdefault(g, set()).add(a)
         for i in comp:
-            freed = apps[i].rows[pf[i]][0]
-            others = [a for a in comp if a != i and a not in lost]
-            kept = {a: pf[a] for a in others}
+            freed = apps[i].rows[choice[i]][0]
+            others = [a for a in comp if a != i and a not in lost[k]]
+            kept = {a: choice[a] for a in others}
             if not naive and (
                 not freed
                 or not any(users.get(g, set()) - {i} for g in freed)
-                or all(apps[a].rows[pf[a]][1] <= apps[a].best for a in others)
+                or all(apps[a].rows[choice[a]][1] <= apps[a].best for a in others)
             ):
                 c[i] = 1.0
                 without[i] = -_cost(apps, kept)
-                continue
-            excluded = lost | {i}
-            if naive and market:
-                opt = market.solve_milp(excluded)
             else:
-                # Every optimum without i keeps all of the market served (Gap 2), so starving
-                # members may be required to get GPUs: this removes ρ = ∞ from the LP.
-                required = frozenset(a for a in others if apps[a].starving)
-                opt = _optimum(
-                    apps, comp, market, excluded, hint=kept, required=required, gap=payment_gap
-                )
-            c[i] = min(1.0, max(_C_FLOOR, math.exp(_cost(apps, opt) - _cost(apps, kept))))
-            without[i] = -min(_cost(apps, opt), _cost(apps, kept))
-        if market:
-            milp += market.milp_solves
-        comp_value[tuple(comp)] = -_cost(apps, {a: pf[a] for a in comp if a not in lost})
+                todo.append((k, i, kept))
+    stopped = 0
+    for n, (k, i, kept) in enumerate(todo):
+        comp, market = comps[k], markets.get(k)
+        excluded = lost[k] | {i}
+        if naive and market:
+            opt = market.solve_milp(excluded)
+        elif end is not None and _past(end):
+            opt, stopped = _reassign(apps, kept), stopped + 1  # budget spent: the local moves
+        else:
+            hint = kept
+            if market and end is not None:
+                market.deadline = _slice(end, len(todo) - n)
+                hint = _reassign(apps, kept)
+            # Every optimum without i keeps all of the market served (Gap 2), so starving
+            # members may be required to get GPUs: this removes ρ = ∞ from the LP.
+            required = frozenset(a for a in kept if apps[a].starving)
+            opt = _optimum(
+                apps, comp, market, excluded, hint=hint, required=required, gap=payment_gap
+            )
+        c[i] = min(1.0, max(_C_FLOOR, math.exp(_cost(apps, opt) - _cost(apps, kept))))
+        without[i] = -min(_cost(apps, opt), _cost(apps, kept))
+    milp = sum(m.milp_solves for m in markets.values())
+    stopped += sum(m.budget_stops for m in markets.values())
     # Other components keep their PF rows when i leaves: add their value to the optimum.
     total = sum(comp_value.values())
     for comp, value in comp_value.items():
         for i in comp:
             without[i] += total - value
-    return choice, c, without, milp
+    return choice, c, without, milp, stopped
 
 
 def partial_allocation(
@@ -639,6 +746,7 @@ def partial_allocation(
     rounding: Rounding | str = Rounding.LEASE_TIME,
     naive: bool = False,
     payment_gap: float = PAYMENT_GAP,
+    time_budget: float | None = None,
 ) -> PAResult:
     """Run one PA auction of ``offered`` GPUs among ``bids`` (one bid per app).
 
@@ -650,16 +758,27 @@ def partial_allocation(
     each c_i is within a factor e^payment_gap above its exact value. The default 1e-4 is
     exact for any practical lease; a live arbiter under a round deadline may trade precision
     for latency (1e-2: c_i within 1 %, 6 s of a 10-minute lease).
+
+    ``time_budget`` (seconds, None = none) bounds the solving time of a live round: a solve at
+    its deadline keeps the best allocation it found, and ``PAResult.budget_stops`` counts them
+    (0 = the result is exact). Then the PF allocation may fall short of the optimum and a c_i
+    may exceed its exact value (an app is never charged more than the exact payment).
     """
     if not 0.0 <= payment_gap <= 0.1:
         raise ValueError(f"payment_gap must be in [0, 0.1], got {payment_gap}")
+    if time_budget is not None and not (time_budget > 0 and math.isfinite(time_budget)):
+        raise ValueError(f"time_budget must be a positive number of seconds, got {time_budget}")
+    if time_budget is not None and naive:
+        raise ValueError("time_budget applies to the structured solver, not naive=True")
     rounding = Rounding(rounding)
     if not isinstance(offered, frozenset | set):
         raise ValueError(f"offered must be a frozenset of GPU ids, got {type(offered).__name__}")
     offered = frozenset(offered)
     bids = list(bids)
     apps = _prepare(bids, offered)
-    choice, c_idx, without, solves = _pf_and_payments(apps, naive=naive, payment_gap=payment_gap)
+    choice, c_idx, without, solves, stops = _pf_and_payments(
+        apps, naive=naive, payment_gap=payment_gap, time_budget=time_budget
+    )
 
     pf = {a.app_id: a.keys[choice[i]] for i, a in enumerate(apps)}
     pf_rho = {a.app_id: a.rows_rho[choice[i]] for i, a in enumerate(apps)}
@@ -696,6 +815,7 @@ def partial_allocation(
         pf_rho=pf_rho,
         solves=solves,
         value_without={apps[i].app_id: v for i, v in sorted(without.items())},
+        budget_stops=stops,
     )
 
 

@@ -171,6 +171,15 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
                 "optimality gap of the solves that set c_i",
             ),
             Property(
+                "arbiter.auction.time-budget.seconds",
+                1.5,
+                float,
+                lambda v: _finite(v) and v >= 0,
+                "a number >= 0",
+                "solving time of one round; past it the best allocation found is used "
+                "(0 = solve every round exactly)",
+            ),
+            Property(
                 "arbiter.auction.worker-process",
                 True,
                 _bool,

@@ -571,7 +571,8 @@ class ArbiterCore:
         runtime = {"arbiter.themis.fairness-knob", "arbiter.lease.seconds",
                    "arbiter.bid.deadline.seconds", "arbiter.heartbeat.timeout.seconds",
                    "arbiter.offer.batch-window.seconds", "arbiter.auction.rounding",
-                   "arbiter.auction.payment-gap"}  # fmt: skip
+                   "arbiter.auction.payment-gap",
+                   "arbiter.auction.time-budget.seconds"}  # fmt: skip
         if key not in runtime:
             raise RequestError(
                 Code.INVALID_ARGUMENT,
@@ -711,6 +712,8 @@ class ArbiterCore:
             "lease_seconds": self.config["arbiter.lease.seconds"],
             "rounding": Rounding(self.config["arbiter.auction.rounding"]),
             "room": room,
+            "payment_gap": self.config["arbiter.auction.payment-gap"],
+            "time_budget": self.config["arbiter.auction.time-budget.seconds"] or None,
         }
         return self.state, kwargs
 
@@ -730,6 +733,14 @@ class ArbiterCore:
             log.warning("round %d dropped: its GPUs changed while it was decided", p.round)
             self._mark_freed(self.clock())
             return
+        if outcome.result.budget_stops:
+            log.info(
+                "round %d: %d solves stopped at the time budget (%d bidders); the best "
+                "allocation found was used",
+                p.round,
+                outcome.result.budget_stops,
+                len(bids),
+            )
         for b in bids:  # the arbiter keeps the table; ρ now comes from it
             self.rho_reports.pop(b.app_id, None)
         per_app: dict[str, list[Lease]] = {}

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
-from arbiter.auction import Bid, PAResult, Rounding, partial_allocation
+from arbiter.auction import PAYMENT_GAP, Bid, PAResult, Rounding, partial_allocation
 
 __all__ = [
     "DEFAULT_BATCH_WINDOW",
@@ -211,13 +211,16 @@ def run_round(
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     rounding: Rounding = Rounding.LEASE_TIME,
     room: Mapping[str, int] | None = None,
+    payment_gap: float = PAYMENT_GAP,
+    time_budget: float | None = None,
 ) -> tuple[ArbiterState, RoundOutcome]:
     """One auction round over ``offered`` (free GPUs) and the leases it grants.
 
     ``bids`` must come from exactly the ``participants``; ``non_participants`` are the apps
     eligible for leftover GPUs. ``room`` (optional) is how many more GPUs each app can use
     (max demand minus holding): leftover then only goes to apps with room left, one GPU at a
-    time, and a GPU nobody can use stays free for the next round. Raises ``ValueError``
+    time, and a GPU nobody can use stays free for the next round. ``payment_gap`` and
+    ``time_budget`` go to :func:`arbiter.auction.partial_allocation`. Raises ``ValueError``
     (state untouched) on bad input.
     """
     participants = tuple(participants)
@@ -234,7 +237,9 @@ def run_round(
     not_free = offered - free_gpus(state, now)
     if not_free:
         raise ValueError(f"offered GPUs are leased or unknown: {sorted(not_free)}")
-    result = partial_allocation(bids, offered, rounding=rounding)
+    result = partial_allocation(
+        bids, offered, rounding=rounding, payment_gap=payment_gap, time_budget=time_budget
+    )
 
     rnd = state.round + 1
     end = now + lease_seconds

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
+import time
 
 import pytest
 
@@ -655,3 +657,90 @@ def test_naive_and_default_agree_on_synthetic_instances(seed: int) -> None:
     # Solves without one app stop within PAYMENT_GAP (in Σ log rho), so c agrees to that.
     assert fast.c == pytest.approx(slow.c, rel=2 * PAYMENT_GAP)
     assert fast.value_without == pytest.approx(slow.value_without, abs=2 * PAYMENT_GAP)
+
+
+# ------------------------------------------------------------------------------------------
+# Time budget (live rounds): the best allocation found by the deadline, never an overcharge
+
+
+def crowded_bids(n: int, gpus: int = 256, seed: int = 1) -> list[Bid]:
+    """n apps bidding for 1, 2 and 4 random GPUs with equal ρ per size: heavily overlapping
+    rows and many equal-value optima, the instance family where exact solving is slowest."""
+    rng = random.Random(seed)
+    ids = gpu_ids(gpus)
+    bids = []
+    for a in range(n):
+        demand = rng.choice((1, 2, 4, 8))
+        rows = {EMPTY: 8.0}
+        for k in (1, 2, 4):
+            if k <= demand:
+                rows[frozenset(rng.sample(ids, k))] = 4.0 / k
+        bids.append(Bid(f"a{a:03d}", rows))
+    return bids
+
+
+def assert_feasible(bids: list[Bid], r: PAResult) -> None:
+    by_app = {b.app_id: b for b in bids}
+    taken: set[str] = set()
+    for app_id, gpus in r.pf_allocation.items():
+        assert gpus in by_app[app_id].rows, f"{app_id} got {sorted(gpus)}, not one of its rows"
+        assert taken.isdisjoint(gpus), f"{app_id} shares GPUs with another app"
+        taken |= gpus
+
+
+def test_ample_budget_is_exact() -> None:
+    bids = crowded_bids(30)
+    offered = frozenset(gpu_ids(256))
+    exact = partial_allocation(bids, offered)
+    budgeted = partial_allocation(bids, offered, time_budget=60.0)
+    assert budgeted.budget_stops == 0
+    assert budgeted.pf_allocation == exact.pf_allocation
+    assert budgeted.c == pytest.approx(exact.c)
+
+
+def test_exhausted_budget_is_feasible_and_never_overcharges() -> None:
+    """With a budget far below one solve every solve stops at its incumbent: the PF is
+    feasible and no better than the optimum, and each c_i is at least its exact value (the
+    incumbent of a ``-i`` solve is a feasible market without i, so it over-estimates the
+    denominator's cost and under-estimates the payment)."""
+    bids = crowded_bids(75)
+    offered = frozenset(gpu_ids(256))
+    exact = partial_allocation(bids, offered)
+    quick = partial_allocation(bids, offered, time_budget=1e-4)
+    assert quick.budget_stops > 0
+    assert_feasible(bids, quick)
+
+    def cost(r: PAResult) -> float:
+        return sum(math.log(r.pf_rho[b.app_id]) for b in bids)
+
+    assert cost(quick) >= cost(exact) - 1e-9
+    # The exact c_i for quick's PF is exp(OPT_-i - cost of the others at that PF), with OPT_-i
+    # the exact optimum without i (from the exact run's value_without).
+    for b in bids:
+        a = b.app_id
+        others_pf = sum(math.log(quick.pf_rho[x.app_id]) for x in bids if x.app_id != a)
+        exact_c = min(1.0, math.exp(-exact.value_without[a] - others_pf))
+        assert quick.c[a] >= exact_c - 1e-9, a
+    assert min(quick.c.values()) < 1.0  # the local moves still find payments
+
+
+def test_budget_bounds_a_hard_round() -> None:
+    """100 crowded bidders take seconds to solve exactly; a 0.3 s budget returns soon after
+    (a generous bound: HiGHS checks its clock between nodes)."""
+    bids = crowded_bids(100)
+    t = time.monotonic()
+    r = partial_allocation(bids, frozenset(gpu_ids(256)), time_budget=0.3)
+    assert time.monotonic() - t < 5.0
+    assert r.budget_stops > 0
+    assert_feasible(bids, r)
+
+
+@pytest.mark.parametrize("budget", [0.0, -1.0, math.nan, math.inf])
+def test_bad_time_budget_raises(budget: float) -> None:
+    with pytest.raises(ValueError, match="time_budget"):
+        partial_allocation(crowded_bids(3), frozenset(gpu_ids(256)), time_budget=budget)
+
+
+def test_time_budget_with_naive_raises() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        partial_allocation(crowded_bids(3), frozenset(gpu_ids(256)), time_budget=1.0, naive=True)

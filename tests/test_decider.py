@@ -131,3 +131,56 @@ def test_worker_exits_when_the_arbiter_is_killed(tmp_path) -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_core_passes_the_auction_knobs_to_the_decider(tmp_path) -> None:
+    """``arbiter.auction.payment-gap`` and ``arbiter.auction.time-budget.seconds`` reach every
+    round's solve (0 = no budget), and an admin change applies to the next round."""
+    from arbiter.cluster import load_cluster
+    from arbiter.config import load_config
+    from arbiter.core import ArbiterCore, Offer
+    from arbiter.journal import SQLiteJournal
+
+    t = [100.0]
+    seen: list[dict] = []
+
+    def recording(state, kwargs):
+        seen.append(kwargs)
+        return decide_inline(state, kwargs)
+
+    env = {
+        "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0",
+        "ARBITER_LEASE_SECONDS": "10",
+        "ARBITER_AUCTION_PAYMENT_GAP": "0.01",
+        "ARBITER_AUCTION_TIME_BUDGET_SECONDS": "0.25",
+    }
+    core = ArbiterCore(
+        load_cluster("nodes:1:4"),
+        load_config(environ=env),
+        SQLiteJournal(tmp_path / "j.db"),
+        admin_token="adm",
+        clock=lambda: t[0],
+        decider=recording,
+    )
+    app, _ = core.register_app(app_name="a", user="u", queue_name="", max_gpu_demand=2)
+    q = core.open_session(app)
+
+    def one_round() -> dict:
+        core.tick()
+        offers = []
+        while not q.empty():
+            m = q.get_nowait()
+            if isinstance(m, Offer):
+                offers.append(m)
+        assert offers, "no offer was sent"
+        gpus = sorted(offers[-1].gpus)[:1]
+        core.submit_bid(app, offers[-1].round, Bid(app, {frozenset(): 4.0, frozenset(gpus): 2.0}))
+        core.tick()
+        return seen[-1]
+
+    first = one_round()
+    assert first["payment_gap"] == 0.01 and first["time_budget"] == 0.25
+    core.set_knob("arbiter.auction.time-budget.seconds", "0")
+    t[0] += 20.0  # the lease ends: its GPUs are offered again
+    second = one_round()
+    assert second["time_budget"] is None
