@@ -60,9 +60,14 @@ class Stats:
     def __init__(self) -> None:
         self.lat: dict[str, list[float]] = defaultdict(list)
         self.errors: dict[str, int] = defaultdict(int)
+        self.examples: dict[str, str] = {}  # the first message of each kind of error
         self.count = 0
         self.share_updates = 0
         self.ready = 0  # agents whose first heartbeat went through, subscribers subscribed
+
+    def error(self, kind: str, details: str | None) -> None:
+        self.errors[kind] += 1
+        self.examples.setdefault(kind, details or "")
 
     def record(self, kind: str, seconds: float) -> None:
         self.lat[kind].append(seconds * 1e3)
@@ -77,21 +82,20 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
             pb.RegisterAppRequest(app_name=f"load-{k}", max_gpu_demand=demand)
         )
     except grpc.RpcError as exc:
-        stats.errors[f"RegisterApp {exc.code().name}"] += 1
+        stats.error(f"RegisterApp {exc.code().name}", exc.details())
         return
     stats.record("RegisterApp", time.perf_counter() - t)
     md = [("x-app-token", reg.app_token)]
-    outbox: asyncio.Queue = asyncio.Queue()
+    outbox: asyncio.Queue = asyncio.Queue()  # None ends the stream
     await outbox.put(pb.AgentMessage(hello=pb.SessionHello(app_id=reg.app_id)))
     offered_at: dict[int, float] = {}
     held: dict[str, float] = {}  # GPU -> lease end (the room a bid may ask for)
 
     async def requests():
-        while not stop.is_set():
-            try:
-                yield await asyncio.wait_for(outbox.get(), timeout=0.5)
-            except TimeoutError:
-                continue
+        # Plain awaits, no per-message timers or tasks: the load generator shares the
+        # machine with the arbiter, so every cycle it saves is one the arbiter can use.
+        while (item := await outbox.get()) is not None:
+            yield item
 
     call = stub.Session(requests(), metadata=md)
 
@@ -114,21 +118,30 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
                     await outbox.put(
                         pb.AgentMessage(bid=pb.Bid(round=o.round, rho_old=8.0, rows=rows))
                     )
-                elif kind == "allocation" and msg.allocation.round in offered_at:
-                    stats.record(
-                        "offer->allocation",
-                        time.perf_counter() - offered_at.pop(msg.allocation.round),
-                    )
+                elif kind == "allocation":
+                    for lease in msg.allocation.leases:
+                        for g in lease.gpu_ids:
+                            held[g] = lease.end_unix_s
+                    if msg.allocation.round in offered_at:
+                        stats.record(
+                            "offer->allocation",
+                            time.perf_counter() - offered_at.pop(msg.allocation.round),
+                        )
                 elif kind == "error":
-                    stats.errors[f"session {msg.error.code}"] += 1
+                    stats.error(f"session {msg.error.code}", msg.error.message)
         except grpc.RpcError as exc:
             if not stop.is_set():
-                stats.errors[f"Session {exc.code().name}"] += 1
+                stats.error(f"Session {exc.code().name}", exc.details())
 
     read_task = asyncio.create_task(reader())
-    await asyncio.sleep(random.random())  # spread heartbeats over the second
+    loop = asyncio.get_running_loop()
+    beat = loop.time() + random.random()  # spread heartbeats over the second
     first = True
-    while not stop.is_set():
+    while True:
+        await asyncio.sleep(max(0.0, beat - loop.time()))
+        beat += 1.0
+        if stop.is_set():
+            break
         await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=time.time())))
         t = time.perf_counter()
         try:
@@ -137,12 +150,11 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
             )
             stats.record("ReportProgress", time.perf_counter() - t)
         except grpc.RpcError as exc:
-            stats.errors[f"ReportProgress {exc.code().name}"] += 1
+            stats.error(f"ReportProgress {exc.code().name}", exc.details())
         if first:
             first = False
             stats.ready += 1
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=1.0)
+    await outbox.put(None)
     call.cancel()
     await asyncio.gather(read_task, return_exceptions=True)
 
@@ -159,7 +171,7 @@ async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event
                 stats.share_updates += 1
         except grpc.RpcError as exc:
             if not stop.is_set():
-                stats.errors[f"SubscribeShare {exc.code().name}"] += 1
+                stats.error(f"SubscribeShare {exc.code().name}", exc.details())
 
     task = asyncio.create_task(read())
     stats.ready += 1
@@ -180,70 +192,155 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-async def run_load(
-    port: int, agents: int, seconds: float, admin_token: str, server_pid: int
+def own_cpu_seconds() -> float:
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+async def run_part(
+    port: int,
+    ks: range,
+    subscribers: int,
+    seconds: float,
+    admin_token: str,
+    server_pid: int,
+    sync,
+    main: bool,
 ) -> dict:
+    """One load process: agents ``ks`` and ``subscribers`` share subscribers. Every part ramps
+    up, meets the others at ``sync`` (a barrier), warms up and measures for ``seconds``; the
+    ``main`` part also reads the round counter and the arbiter's CPU time."""
     stats = Stats()
     stop = asyncio.Event()
     channels = [
-        grpc.aio.insecure_channel(f"localhost:{port}") for _ in range(max(1, agents // 100))
+        grpc.aio.insecure_channel(f"localhost:{port}") for _ in range(max(1, len(ks) // 50))
     ]
     tasks = [
         asyncio.create_task(agent(rpc.AppMasterStub(channels[k % len(channels)]), stats, stop, k))
-        for k in range(agents)
+        for k in ks
     ]
     tasks += [
-        asyncio.create_task(subscriber(rpc.QueryShareStub(channels[0]), stats, stop))
-        for _ in range(max(1, agents // 10))
+        asyncio.create_task(
+            subscriber(rpc.QueryShareStub(channels[i % len(channels)]), stats, stop)
+        )
+        for i in range(subscribers)
     ]
     admin = rpc.AdminStub(channels[0])
     md = [("x-admin-token", admin_token)]
     # ramp-up: every agent registered and heartbeating, every subscriber subscribed (the
-    # RegisterApp burst is reported apart), then a few seconds of steady state before measuring
+    # RegisterApp burst is reported apart), in every part; then a few seconds of steady state
     t_ramp = time.perf_counter()
     while stats.ready < len(tasks) and time.perf_counter() - t_ramp < 120:
         await asyncio.sleep(0.1)
+    await asyncio.get_running_loop().run_in_executor(None, sync.wait, 180)
     ramp_s = time.perf_counter() - t_ramp
     await asyncio.sleep(min(3.0, seconds / 3))
     warm = stats.count
-    r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round
-    cpu0 = (cpu_seconds(server_pid), cpu_seconds(os.getpid()))
+    r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
+    cpu0 = (cpu_seconds(server_pid) if main else 0.0, own_cpu_seconds())
     t0 = time.perf_counter()
     for kind in ("ReportProgress", "offer->allocation"):
         stats.lat[kind].clear()
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
-    cpu1 = (cpu_seconds(server_pid), cpu_seconds(os.getpid()))
-    r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round
+    cpu1 = (cpu_seconds(server_pid) if main else 0.0, own_cpu_seconds())
+    r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
     measured = stats.count - warm
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     for ch in channels:
         await ch.close()
+    return {
+        "lat": dict(stats.lat),
+        "errors": dict(stats.errors),
+        "error_examples": stats.examples,
+        "measured": measured,
+        "elapsed": elapsed,
+        "ramp_s": ramp_s,
+        "server_cpu": cpu1[0] - cpu0[0],
+        "client_cpu": cpu1[1] - cpu0[1],
+        "rounds": r1 - r0,
+        "share_updates": stats.share_updates,
+    }
+
+
+def _part_process(args: tuple, sync, out) -> None:
+    try:
+        out.put(asyncio.run(run_part(*args[:6], sync, *args[6:])))
+    except BaseException as exc:  # reported by the parent
+        out.put({"failed": f"{type(exc).__name__}: {exc}"})
+
+
+def run_load(
+    port: int, agents: int, seconds: float, admin_token: str, server_pid: int, procs: int = 1
+) -> dict:
+    """Drive ``agents`` Agents (and a tenth as many share subscribers) from ``procs`` load
+    processes; merge their measurements into one record."""
+    subs = max(1, agents // 10)
+    procs = max(1, min(procs, agents))
+    cut = [agents * p // procs for p in range(procs + 1)]
+    parts = [
+        (port, range(cut[p], cut[p + 1]), subs * (p + 1) // procs - subs * p // procs, seconds,
+         admin_token, server_pid, p == 0)
+        for p in range(procs)
+    ]  # fmt: skip
+    if procs == 1:
+        import threading
+
+        results = [asyncio.run(run_part(*parts[0][:6], threading.Barrier(1), parts[0][6]))]
+    else:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        sync, out = ctx.Barrier(procs), ctx.Queue()
+        workers = [ctx.Process(target=_part_process, args=(a, sync, out)) for a in parts]
+        for w in workers:
+            w.start()
+        results = [out.get(timeout=seconds + 600) for _ in workers]
+        for w in workers:
+            w.join(timeout=30)
+        failed = [r["failed"] for r in results if "failed" in r]
+        if failed:
+            raise RuntimeError(f"a load process failed: {failed[0]}")
+    main_part = next(r for r in results if r["rounds"] or r["server_cpu"]) if procs > 1 else None
+    main_part = main_part or results[0]
+    elapsed = max(r["elapsed"] for r in results)
+    lat: dict[str, list[float]] = defaultdict(list)
+    errors: dict[str, int] = defaultdict(int)
+    examples: dict[str, str] = {}
+    for r in results:
+        for k, v in r["error_examples"].items():
+            examples.setdefault(k, v)
+        for k, v in r["lat"].items():
+            lat[k].extend(v)
+        for k, v in r["errors"].items():
+            errors[k] += v
     per_type = {
         kind: {
             "n": len(v),
             "p50_ms": round(statistics.median(v), 2),
             "p99_ms": round(pct(v, 99), 2),
         }
-        for kind, v in stats.lat.items()
+        for kind, v in lat.items()
         if v
     }
     # Steady-state RPCs; RegisterApp is the start-up burst (all agents at once), reported apart.
     unary = [v["p99_ms"] for k, v in per_type.items() if k == "ReportProgress"]
     return {
         "agents": agents,
+        "load_processes": procs,
         "seconds": round(elapsed, 1),
-        "ramp_s": round(ramp_s, 1),  # until every agent and subscriber was up
-        # cores busy while measuring: the arbiter (with its auction worker), this load generator
-        "server_cores": round((cpu1[0] - cpu0[0]) / elapsed, 2),
-        "client_cores": round((cpu1[1] - cpu0[1]) / elapsed, 2),
-        "rpcs_per_s": round(measured / elapsed, 1),
+        "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
+        # cores busy while measuring: the arbiter (with its auction worker), the load generator
+        "server_cores": round(main_part["server_cpu"] / elapsed, 2),
+        "client_cores": round(sum(r["client_cpu"] for r in results) / elapsed, 2),
+        "rpcs_per_s": round(sum(r["measured"] for r in results) / elapsed, 1),
         "p99_ms": max(unary) if unary else None,
-        "errors": sum(stats.errors.values()),
-        "error_kinds": dict(stats.errors),
-        "rounds_per_s": round((r1 - r0) / elapsed, 2),
-        "share_updates": stats.share_updates,
+        "errors": sum(errors.values()),
+        "error_kinds": dict(errors),
+        "error_examples": examples,
+        "rounds_per_s": round(main_part["rounds"] / elapsed, 2),
+        "share_updates": sum(r["share_updates"] for r in results),
         "per_type": per_type,
     }
 
@@ -252,6 +349,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--agents", default="10,100,300,1000", help="comma-separated counts")
     parser.add_argument("--seconds", type=float, default=15.0, help="measured seconds per count")
+    parser.add_argument(
+        "--load-processes",
+        type=int,
+        default=1,
+        help="processes the Agents are spread over (each with its own event loop)",
+    )
+    parser.add_argument(
+        "--policy", default="themis", help="arbiter.policy of the served arbiter (default themis)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "arbiter_load.json")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.agents.split(",")]
@@ -268,18 +374,28 @@ def main(argv: list[str] | None = None) -> int:
                 "ARBITER_BID_DEADLINE_SECONDS": "1",
                 "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.5",
                 "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
+                "ARBITER_POLICY": args.policy,
             }
+            log_path = Path(tmp) / "arbiter.log"
+            log_file = log_path.open("w")
             server = subprocess.Popen(
                 [sys.executable, "-m", "arbiter.cli", "serve", "--cluster", "themis-sim-256",
                  "--port", str(port), "--journal", str(Path(tmp) / "j.db")],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, stdout=subprocess.DEVNULL, stderr=log_file,
             )  # fmt: skip
             try:
                 time.sleep(2.0)
-                rec = asyncio.run(run_load(port, n, args.seconds, "load-admin", server.pid))
+                rec = run_load(
+                    port, n, args.seconds, "load-admin", server.pid, procs=args.load_processes
+                )
             finally:
                 server.terminate()
                 server.wait(timeout=30)
+                log_file.close()
+                lines = log_path.read_text(errors="replace").splitlines()
+                bad = [ln for ln in lines if " ERROR " in ln or " WARNING " in ln]
+                if bad:  # the arbiter's own account of what went wrong
+                    print(f"arbiter log: {len(bad)} warnings/errors, last:", *bad[-5:], sep="\n  ")
         records.append(rec)
         worst = rec["p99_ms"]
         print(
@@ -299,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                 "benchmark": "arbiter_load",
                 "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
                 "target": {"agents": 1000, "p99_ms": 50, "errors": 0},
+                "policy": args.policy,
                 "records": records,
             },
             indent=2,
