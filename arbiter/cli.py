@@ -256,6 +256,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return serve_forever(None if bridge else load_cluster(args.cluster), config, bridge=bridge)
 
 
+def _cmd_config(args: argparse.Namespace) -> int:
+    """Every configuration key with its effective value, where it came from, and its meaning;
+    a bad file or environment value fails here with the same error ``serve`` would give."""
+    from arbiter.config import SCHEMA, load_config
+
+    config = load_config(args.config)
+    keys = [k for k in SCHEMA if not args.key or any(part in k for part in args.key)]
+    if not keys:
+        raise ValueError(f"no configuration key contains {' or '.join(args.key)!r}")
+    rows = []
+    for key in keys:
+        prop, value = SCHEMA[key], config[key]
+        shown = "" if value is None else str(value).lower() if isinstance(value, bool) else value
+        rows.append([key, str(shown), config.sources[key], env_name(key), prop.help])
+    print(format_table(["key", "value", "source", "environment", "meaning"], rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="yarn-arbiter",
@@ -334,6 +352,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_arguments(serve)
     serve.set_defaults(func=_cmd_serve)
+    config = sub.add_parser(
+        "config",
+        help="list the configuration keys with their effective values, or check a config file",
+        description="Print every arbiter.* key: its effective value (defaults, then --config, "
+        "then ARBITER_* environment variables, as serve reads them), where the value came "
+        "from, the environment variable that sets it, and what it means. A malformed value "
+        "fails with the error serve would give, naming the key and its source.",
+    )
+    config.add_argument("--config", help="configuration file (arbiter-site.xml or key=value)")
+    config.add_argument("key", nargs="*", help="only keys containing one of these strings")
+    config.set_defaults(func=_cmd_config)
     cluster = sub.add_parser("cluster", help="list shipped cluster specs or describe one")
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
     cluster.set_defaults(func=_cmd_cluster)

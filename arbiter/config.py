@@ -323,7 +323,7 @@ def _read_file(path: Path) -> dict[str, str]:
             name, value = prop.findtext("name"), prop.findtext("value")
             if name is None or value is None:
                 raise ConfigError(f"{path}: every <property> needs <name> and <value>")
-            out[name.strip()] = value
+            out[name.strip()] = value.strip()
         return out
     out = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -333,7 +333,7 @@ def _read_file(path: Path) -> dict[str, str]:
         if "=" not in line:
             raise ConfigError(f"{path}:{lineno}: expected 'key = value', got {line!r}")
         key, value = line.split("=", 1)
-        out[key.strip()] = value
+        out[key.strip()] = value.strip()
     return out
 
 

@@ -120,3 +120,44 @@ def test_live_demo_serves_and_ams_finish() -> None:
         assert not a.agent.errors, a.agent.errors
         if a.finished:
             assert 0 < a.final_rho < 10
+
+
+def test_config_lists_every_key_with_its_source(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from arbiter.config import SCHEMA
+
+    conf = tmp_path / "arbiter.conf"
+    conf.write_text("arbiter.lease.seconds = 120  # two minutes\n")
+    monkeypatch.setenv("ARBITER_THEMIS_FAIRNESS_KNOB", "0.9")
+    assert main(["config", "--config", str(conf)]) == 0
+    out = capsys.readouterr().out
+    for key in SCHEMA:
+        assert key in out
+    lines = {ln.split()[0]: ln.split() for ln in out.splitlines()[2:]}
+    assert lines["arbiter.lease.seconds"][1:3] == ["120.0", str(conf)]
+    assert lines["arbiter.themis.fairness-knob"][1:4] == [
+        "0.9", "$ARBITER_THEMIS_FAIRNESS_KNOB", "ARBITER_THEMIS_FAIRNESS_KNOB",
+    ]  # fmt: skip
+    assert lines["arbiter.policy"][1:3] == ["themis", "default"]
+    # a filter keeps only matching keys
+    assert main(["config", "fairness"]) == 0
+    out = capsys.readouterr().out
+    assert "arbiter.themis.fairness-knob" in out and "arbiter.lease.seconds" not in out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("arbiter.lease.seconds = -3\n", "arbiter.lease.seconds = '-3' is not a number > 0"),
+        ("arbiter.lease.secnds = 3\n", "arbiter.lease.secnds"),
+        ("just words\n", "expected 'key = value'"),
+    ],
+)
+def test_config_rejects_a_bad_file_like_serve(
+    tmp_path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "bad.conf"
+    conf.write_text(text)
+    assert main(["config", "--config", str(conf)]) == 2
+    assert message in capsys.readouterr().err
