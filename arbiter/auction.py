@@ -57,9 +57,13 @@ Bad input raises ``ValueError`` naming the app, the row and the field; nothing i
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
 import numbers
+import os
+import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -79,6 +83,7 @@ __all__ = [
     "brute_force_payments",
     "brute_force_pf",
     "partial_allocation",
+    "quiet_highs",
 ]
 
 # Accepted range of finite ρ: wide enough for any real app, narrow enough that products of
@@ -304,6 +309,40 @@ def _enumerate(apps: list[_App], members: list[int]) -> dict[int, int]:
     return best
 
 
+_banner_lock = threading.Lock()
+_banner_done = False
+
+
+def quiet_highs() -> highspy.Highs:
+    """A HiGHS instance that prints nothing.
+
+    HiGHS prints its copyright banner to standard output when a process constructs its first
+    instance, before any option can be set (measured with highspy 1.16); a daemon's log or a
+    command's table should not carry it. So the first construction runs with file descriptor 1
+    pointed at /dev/null (C's buffer flushed before it is restored); later ones need nothing.
+    """
+    global _banner_done
+    if not _banner_done:
+        with _banner_lock:
+            if not _banner_done:
+                sys.stdout.flush()
+                saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(devnull, 1)
+                    h = highspy.Highs()
+                    ctypes.CDLL(None).fflush(None)
+                finally:
+                    os.dup2(saved, 1)
+                    os.close(saved)
+                    os.close(devnull)
+                _banner_done = True
+                h.setOptionValue("output_flag", False)
+                return h
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 class _Market:
     """One conflict component as a reusable HiGHS model.
 
@@ -369,8 +408,7 @@ class _Market:
 
     @staticmethod
     def _highs(lp: highspy.HighsLp) -> highspy.Highs:
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = quiet_highs()
         h.setOptionValue("threads", 1)
         h.setOptionValue("mip_rel_gap", 0.0)
         h.setOptionValue("mip_abs_gap", _EXACT_GAP)

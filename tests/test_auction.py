@@ -744,3 +744,24 @@ def test_bad_time_budget_raises(budget: float) -> None:
 def test_time_budget_with_naive_raises() -> None:
     with pytest.raises(ValueError, match="naive"):
         partial_allocation(crowded_bids(3), frozenset(gpu_ids(256)), time_budget=1.0, naive=True)
+
+
+def test_highs_banner_never_reaches_stdout() -> None:
+    """A command's output (the demo's table, a daemon's log) carries no HiGHS banner: the
+    first instance of a process is built with stdout silenced, through a pipe as on a tty."""
+    import subprocess
+    import sys
+
+    code = (
+        "from arbiter.auction import quiet_highs, partial_allocation, Bid\n"
+        "print('before', flush=True)\n"
+        "quiet_highs(); quiet_highs()\n"
+        "r = partial_allocation([Bid('a', {frozenset(): 2.0, frozenset({'g'}): 1.0})],"
+        " frozenset({'g'}))\n"
+        "print('after', sorted(r.pf_allocation['a']))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split("\n") == ["before", "after ['g']", ""]
+    assert "HiGHS" not in out.stderr
