@@ -366,11 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = sub.add_parser("cluster", help="list shipped cluster specs or describe one")
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
     cluster.set_defaults(func=_cmd_cluster)
+    from arbiter.admin_cli import add_parser as add_admin_parser
     from arbiter.sim.cli import add_parsers
     from yarn_bridge.bridge_cli import add_parsers as add_submit_parser
     from yarn_bridge.cli import add_parsers as add_bridge_parsers
 
     add_parsers(sub)
+    add_admin_parser(sub)
     add_bridge_parsers(sub)
     add_submit_parser(sub)
     return parser

@@ -1,0 +1,153 @@
+"""``yarn-arbiter admin`` against a served arbiter over a real socket: state, apps, leases, a
+knob change, a drain, and the refusals (wrong credential, bad knob, unknown machine, no
+arbiter), each leaving the arbiter unchanged."""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from arbiter.cli import main
+from arbiter.cluster import load_cluster
+from arbiter.config import load_config
+from arbiter.server import RunningArbiter
+from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+
+ADMIN = "admin-cli-secret"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[RunningArbiter, Path]]:
+    env = {
+        "ARBITER_GRPC_PORT": "0",
+        "ARBITER_JOURNAL_PATH": str(tmp_path / "journal.db"),
+        "ARBITER_POLICY": "las",
+        "ARBITER_POLICY_INTERVAL_SECONDS": "0.3",
+        "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.05",
+        "ARBITER_LEASE_SECONDS": "120",
+    }
+    arb = RunningArbiter(load_cluster("nodes:2:4"), load_config(environ=env), admin_token=ADMIN)
+    arb.start()
+    token = tmp_path / "admin-token"
+    token.write_text(ADMIN + "\n")
+    yield arb, token
+    arb.stop(0)
+
+
+class Session:
+    """An app master holding a session open (the las policy leases it GPUs)."""
+
+    def __init__(self, arb: RunningArbiter, demand: int) -> None:
+        self.channel = grpc.insecure_channel(f"localhost:{arb.port}")
+        stub = rpc.AppMasterStub(self.channel)
+        reg = stub.RegisterApp(
+            pb.RegisterAppRequest(app_name="train", user="ann", max_gpu_demand=demand)
+        )
+        self.app_id = reg.app_id
+        self.out: queue.Queue = queue.Queue()
+        self.out.put(pb.AgentMessage(hello=pb.SessionHello(app_id=reg.app_id)))
+        self.stream = stub.Session(
+            iter(self.out.get, None), metadata=[("x-app-token", reg.app_token)]
+        )
+        msg = next(iter(self.stream))
+        assert msg.WhichOneof("kind") == "allocation"
+        self.gpus = [g for lease in msg.allocation.leases for g in lease.gpu_ids]
+
+    def close(self) -> None:
+        self.out.put(None)
+        self.stream.cancel()
+        self.channel.close()
+
+
+def admin(arb: RunningArbiter, token: Path, *argv: str) -> list[str]:
+    return ["admin", "--address", f"localhost:{arb.port}", "--token-file", str(token), *argv]
+
+
+def test_state_apps_leases_set_and_drain(
+    served: tuple[RunningArbiter, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    arb, token = served
+    s = Session(arb, 3)
+    try:
+        assert len(s.gpus) == 3
+        assert main(admin(arb, token, "state")) == 0
+        out = capsys.readouterr().out
+        assert "policy las" in out and "GPUs 8: 5 free, 3 leased" in out
+        machine = arb.core.cluster.gpu(s.gpus[0]).machine
+        assert any(ln.startswith(machine) and " 3 " in ln for ln in out.splitlines())
+
+        assert main(admin(arb, token, "apps")) == 0
+        [row] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(s.app_id)]
+        assert row.split()[1:5] == ["train", "ann", "default", "3"]
+
+        assert main(admin(arb, token, "--json", "leases", "--app", s.app_id)) == 0
+        leases = json.loads(capsys.readouterr().out)["leases"]
+        assert sorted(g for lease in leases for g in lease["gpu_ids"]) == sorted(s.gpus)
+        assert {lease["source"] for lease in leases} == {"LEASE_SOURCE_POLICY"}
+
+        assert main(admin(arb, token, "set", "arbiter.themis.fairness-knob", "0.9")) == 0
+        assert capsys.readouterr().out.strip() == "arbiter.themis.fairness-knob: 0.8 -> 0.9"
+        assert arb.core.config["arbiter.themis.fairness-knob"] == 0.9
+
+        assert main(admin(arb, token, "drain", machine, "--grace", "0")) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"draining {machine}: 1 lease(s) revoked")
+        assert machine in arb.core.drained
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the drained GPUs leave the lease
+            held = {g for lease in arb.core.state.leases for g in lease.gpus}
+            if not any(arb.core.cluster.gpu(g).machine == machine for g in held):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the drained machine's GPUs are still leased")
+        assert main(admin(arb, token, "state")) == 0
+        assert "drained" in capsys.readouterr().out
+    finally:
+        s.close()
+
+
+def test_refusals_are_clear_and_change_nothing(
+    served: tuple[RunningArbiter, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arb, token = served
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-token\n")
+    before = (arb.core.config["arbiter.themis.fairness-knob"], set(arb.core.drained))
+
+    assert main(admin(arb, wrong, "set", "arbiter.themis.fairness-knob", "0.5")) == 2
+    assert "PERMISSION_DENIED: wrong admin token" in capsys.readouterr().err
+    assert main(admin(arb, token, "set", "arbiter.themis.fairness-knob", "nan")) == 2
+    err = capsys.readouterr().err
+    assert "INVALID_ARGUMENT" in err and "arbiter.themis.fairness-knob" in err
+    assert main(admin(arb, token, "set", "arbiter.no-such-knob", "1")) == 2
+    assert "arbiter.no-such-knob" in capsys.readouterr().err
+    assert main(admin(arb, token, "drain", "no-such-machine")) == 2
+    err = capsys.readouterr().err
+    assert "NOT_FOUND" in err and "no-such-machine" in err
+    machine = arb.core.cluster.machines[0].name
+    assert main(admin(arb, token, "drain", machine, "--grace", "-1")) == 2
+    assert "grace_seconds must be >= 0" in capsys.readouterr().err
+    assert (arb.core.config["arbiter.themis.fairness-knob"], set(arb.core.drained)) == before
+
+    # no credential at all, an empty token file, nobody listening
+    assert main(["admin", "--address", f"localhost:{arb.port}", "state"]) == 2
+    assert "no admin credential" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    assert main(admin(arb, empty, "state")) == 2
+    assert "is empty" in capsys.readouterr().err
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        port = sock.getsockname()[1]
+    argv = ["admin", "--address", f"localhost:{port}", "--token-file", str(token)]
+    assert main([*argv, "--timeout", "2", "state"]) == 2
+    assert f"no arbiter reachable at localhost:{port}" in capsys.readouterr().err
