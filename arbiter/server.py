@@ -134,7 +134,10 @@ def serve_forever(
         from yarn_bridge.bridge_cli import initial_cluster
 
         cluster = initial_cluster(
-            bridge.rm_urls, wait_s=bridge.wait_s, rm_user=bridge.kwargs.get("rm_user")
+            bridge.rm_urls,
+            wait_s=bridge.wait_s,
+            rm_user=bridge.kwargs.get("rm_user"),
+            rm_options=bridge.kwargs.get("rm_options"),  # the auth hook, as for every poll
         )
     if cluster is None:
         raise ValueError("serve needs a cluster spec or --rm-url")

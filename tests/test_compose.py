@@ -405,3 +405,44 @@ def test_metastore_uses_the_postgres_service(services: dict[str, dict[str, Any]]
     images = {services[s]["image"] for s in ("hdfs-init", "metastore", "hiveserver2")}
     builds = {services[s]["build"] for s in ("hdfs-init", "metastore", "hiveserver2")}
     assert len(images) == 1 and builds == {"./hive"}
+
+
+def test_the_bridge_reads_the_compose_queues(services: dict[str, dict[str, Any]]) -> None:
+    """The watcher's default analytics queue is Hive's queue, and the compose cluster's
+    capacity-scheduler.xml, served by the RM emulator in the compose image's Hadoop line, gives
+    the analytics share the analytics queue's guarantee and lets the enforcer set the gpu
+    queue's yarn.io/gpu (spec §1.3, §1.6)."""
+    from yarn_bridge.emulator import HADOOP_VERSIONS, RMEmulator
+    from yarn_bridge.enforcer import with_gpus
+    from yarn_bridge.rm import RMClient, SchedConfUpdate
+    from yarn_bridge.watcher import DEFAULT_ANALYTICS_QUEUES, analytics_capacity
+
+    hive, yarn = hadoop_conf("hive-site.xml"), hadoop_conf("yarn-site.xml")
+    sched = hadoop_conf("capacity-scheduler.xml")
+    assert (hive["tez.queue.name"],) == DEFAULT_ANALYTICS_QUEUES
+    cmd = command(services["arbiter"])
+    assert "--analytics-queue" not in cmd  # the default is the queue above
+    version = services["resourcemanager"]["image"].rsplit(":", 1)[1]
+    line = version.rsplit(".", 1)[0]
+    assert HADOOP_VERSIONS[line] == version  # the emulator serves this RM's shapes
+
+    prefix = "yarn.scheduler.capacity.root"
+    queues = [q.strip() for q in sched[f"{prefix}.queues"].split(",")]
+    keys = ("resource.memory-mb", "resource.cpu-vcores", f"resource-type.{GPU}")
+    nm = {k: int(yarn[f"yarn.nodemanager.{k}"]) for k in keys}
+    with RMEmulator(
+        nodes=2, memory_mb=nm["resource.memory-mb"], vcores=nm["resource.cpu-vcores"],
+        gpus_per_node=nm[f"resource-type.{GPU}"], manual_clock=True, hadoop_version=line,
+        queues={q: sched[f"{prefix}.{q}.capacity"] for q in queues},
+    ) as emu, RMClient(emu.url, timeout=2.0, deadline=4.0) as rm:  # fmt: skip
+        rm.update_scheduler_conf(SchedConfUpdate(update_queue={
+            f"root.{q}": {"maximum-capacity": sched[f"{prefix}.{q}.maximum-capacity"]}
+            for q in queues}))  # fmt: skip
+        r = analytics_capacity(rm.cluster_metrics(), rm.scheduler(), DEFAULT_ANALYTICS_QUEUES)
+        analytics = vector(sched[f"{prefix}.analytics.capacity"])
+        assert (r.vcores, r.memory_mb) == (analytics["vcores"], analytics["memory"])
+        gpu_cap = with_gpus(sched[f"{prefix}.gpu.capacity"], 3)
+        assert gpu_cap is not None
+        rm.update_scheduler_conf(SchedConfUpdate(update_queue={"root.gpu": {"capacity": gpu_cap}}))
+        gpu = rm.scheduler().queue("root.gpu")
+        assert gpu.effective_min is not None and gpu.effective_min.gpus == 3

@@ -134,3 +134,37 @@ def test_drain_cuts_only_the_drained_machines_gpus(tmp_path: Path) -> None:
     later = time.time() + 60
     assert {cluster.gpu(g).machine for g in core.held(app, later)} == {cluster.machines[0].name}
     check_invariants(core.state)
+
+
+def test_serve_hands_the_auth_header_command_to_the_bridge(tmp_path: Path) -> None:
+    """``serve --rm-auth-header-command``: every RM call carries its Negotiate header."""
+    (tmp_path / "admin").write_text("adm\n")
+    script = tmp_path / "negotiate.py"
+    script.write_text("print('Negotiate c2VydmUtdGlja2V0')\n")
+    rm = RMEmulator(nodes=1, gpus_per_node=2)
+    url = rm.start()
+    port = free_port()
+    env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin"),
+           "ARBITER_AUCTION_WORKER_PROCESS": "false"}  # fmt: skip
+    cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", url, "--port", str(port),
+           "--journal", str(tmp_path / "j.db"), "--rm-poll-seconds", "0.2",
+           "--rm-auth-header-command", f"{sys.executable} {script}"]  # fmt: skip
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert len(cluster_state(port, "adm").gpus) == 2
+        deadline = time.monotonic() + 20
+        while not any(
+            r.headers.get("authorization") == "Negotiate c2VydmUtdGlja2V0" for r in rm.requests
+        ):
+            assert time.monotonic() < deadline, "no RM call carried the hook's header"
+            time.sleep(0.2)
+        # every call, the start-up read of the nodes (the cluster above) included
+        assert all(
+            r.headers.get("authorization") == "Negotiate c2VydmUtdGlja2V0" for r in rm.requests
+        )
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(30) == 0
+    finally:
+        server.kill()
+        server.wait()
+        rm.stop()

@@ -15,8 +15,10 @@ import io
 import json
 import logging
 import queue
+import shlex
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from arbiter.journal import SQLiteJournal
 from arbiter.rounds import check_invariants
 from arbiter.server import RunningArbiter
 from arbiter.shares import Resources, ShareCause
+from yarn_bridge.auth import auth_hook_from_args, header_command_hook
 from yarn_bridge.bridge_cli import (
     Bridge,
     add_parsers,
@@ -40,6 +43,7 @@ from yarn_bridge.bridge_cli import (
 from yarn_bridge.emulator import EMULATOR_GPUS_ENV, RMEmulator, RMHAPair, SimCluster
 from yarn_bridge.enforcer import (
     DONE,
+    FAILED,
     KILL,
     QUEUE,
     SKIPPED,
@@ -57,7 +61,7 @@ from yarn_bridge.env import (
     ENV_RM_URL,
     ML_APP_TAG,
 )
-from yarn_bridge.rm import RMUnavailable
+from yarn_bridge.rm import RMAuthError, RMClient, RMUnavailable, SchedConfUpdate
 from yarn_bridge.submit import SubmitError, SubmitSpec, application_tags, build_submission
 from yarn_bridge.watcher import (
     ANALYTICS,
@@ -69,6 +73,7 @@ from yarn_bridge.watcher import (
     NodeView,
     Observation,
     RMView,
+    analytics_capacity,
     arbiter_app_tag,
     cluster_from_nodes,
     diff,
@@ -227,9 +232,9 @@ def test_diff_acts_on_evidence_at_once_and_on_absence_after_n_polls() -> None:
 def test_docstring_examples() -> None:
     import doctest
 
-    from yarn_bridge import enforcer, submit, watcher
+    from yarn_bridge import auth, enforcer, submit, watcher
 
-    for module in (watcher, enforcer, submit):
+    for module in (watcher, enforcer, submit, auth):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 
@@ -439,6 +444,81 @@ def test_fair_scheduler_shares_are_the_capacity(tmp_path: Path, clock: Clock) ->
         b.stop()
 
 
+#: The compose cluster's queues (deploy/conf/capacity-scheduler.xml: default, analytics, gpu in
+#: absolute-resource mode), scaled to the emulator's two nodes of 65536 MB, 32 vcores, 4 GPUs.
+COMPOSE_QUEUES = {
+    "default": "[memory=32768,vcores=16]",
+    "analytics": "[memory=65536,vcores=32]",
+    "gpu": "[memory=32768,vcores=16,yarn.io/gpu=8]",
+}
+
+
+def _share(sub: queue.Queue) -> Any:
+    return drain(sub)[-1][1]
+
+
+@pytest.mark.parametrize("version", ["3.4", "3.3"])
+def test_capacity_scheduler_analytics_queue_is_the_capacity(
+    tmp_path: Path, clock: Clock, version: str
+) -> None:
+    queues = {"default": 25, "analytics": 50, "ml": 25}
+    with RMEmulator(nodes=2, gpus_per_node=4, queues=queues, manual_clock=True,
+                    hadoop_version=version) as emu:  # fmt: skip
+        core = make_core(tmp_path, initial_cluster(emu.url, rm_options=FAST), clock)
+        job, _ = core.register_query("q1")
+        sub = core.subscribe_share(job)
+        drain(sub)
+        b = bridge(core, emu.url)  # the default analytics queue: "analytics"
+        assert b.tick()
+        change = _share(sub)
+        assert change.cause == ShareCause.CAPACITY_CHANGED and change.active_jobs == 1
+        assert change.fair_share == TOTAL / 2 and b.view.capacity == TOTAL / 2
+        with RMClient(emu.url, **FAST) as rm:  # the operator shrinks the analytics queue
+            rm.update_scheduler_conf(SchedConfUpdate(update_queue={
+                "root.analytics": {"capacity": 25}, "root.default": {"capacity": 50}}))  # fmt: skip
+        assert kinds(b.watcher.poll_once()) == ["CapacityChanged"]
+        [(_, change)] = drain(sub)
+        assert change.cause == ShareCause.CAPACITY_CHANGED and change.fair_share == TOTAL / 4
+        emu.add_app(name="etl", queue="analytics", app_type="TEZ")  # |J| grows, R does not
+        b.watcher.poll_once()
+        assert _share(sub).fair_share == TOTAL / 8
+        emu.lose_node("node-01:8041")  # the RM's effective capacity follows the nodes
+        b.watcher.poll_once()
+        change = _share(sub)
+        assert change.cause == ShareCause.CAPACITY_CHANGED and change.fair_share == TOTAL / 16
+        b.stop()
+        other = bridge(core, emu.url, analytics_queues=["root.default"])  # configurable
+        assert other.tick() and other.view.capacity == TOTAL / 4  # 50 % of one node
+        other.stop()
+
+
+def test_compose_absolute_queues_and_a_missing_analytics_queue(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with RMEmulator(nodes=2, gpus_per_node=4, queues=COMPOSE_QUEUES, manual_clock=True) as emu:
+        core = make_core(tmp_path, initial_cluster(emu.url, rm_options=FAST), clock)
+        job, _ = core.register_query("q1")
+        sub = core.subscribe_share(job)
+        drain(sub)
+        b = bridge(core, emu.url)
+        assert b.tick() and _share(sub).fair_share == Resources(32.0, 65536.0)
+        emu.lose_node("node-01:8041")  # guarantees above the cluster: scaled down by the RM
+        b.watcher.poll_once()
+        assert _share(sub).fair_share == Resources(16.0, 32768.0)
+        b.stop()
+        with RMClient(emu.url, **FAST) as rm:
+            metrics, sched = rm.cluster_metrics(), rm.scheduler()
+        both = analytics_capacity(metrics, sched, ["analytics", "root.default", "default"])
+        assert both == Resources(24.0, 49152.0)  # two queues, "default" counted once
+        caplog.set_level(logging.WARNING, logger="yarn_arbiter.bridge.watcher")
+        lost = bridge(core, emu.url, analytics_queues=["etl"])  # no such queue: the total
+        assert lost.tick() and lost.view.capacity == TOTAL / 2
+        assert lost.tick()
+        warnings = [r for r in caplog.records if "no analytics queue etl" in r.getMessage()]
+        assert len(warnings) == 1 and "root.analytics" in warnings[0].getMessage()
+        lost.stop()
+
+
 # -- the enforcer over HTTP --------------------------------------------------------------------
 
 
@@ -512,6 +592,44 @@ def test_gpu_queue_update_is_skipped_once_without_absolute_vectors(
     b.tick()
     assert len(b.enforcer.log) == 1 and emu.cluster.conf_log == []
     b.stop()
+
+
+@pytest.mark.parametrize("version", ["3.4", "3.3"])
+def test_gpu_queue_capacity_follows_the_leases(tmp_path: Path, clock: Clock, version: str) -> None:
+    with RMEmulator(nodes=2, gpus_per_node=4, queues=COMPOSE_QUEUES, manual_clock=True,
+                    start_seconds=0, hadoop_version=version) as emu:  # fmt: skip
+        with RMClient(emu.url, **FAST) as rm:  # as deploy/conf: a maximum vector too
+            rm.update_scheduler_conf(SchedConfUpdate(update_queue={"root.gpu": {
+                "maximum-capacity": "[memory=131072,vcores=64,yarn.io/gpu=8]"}}))  # fmt: skip
+        core = make_core(tmp_path, initial_cluster(emu.url, rm_options=FAST), clock)
+        leased_app(core, 3)
+        b = bridge(core, emu.url, gpu_queue="root.gpu")
+        assert b.tick()
+        [rec] = b.enforcer.log
+        assert (rec.action.kind, rec.action.gpus, rec.outcome) == (QUEUE, 3, DONE)
+        assert rec.detail == (
+            "capacity=[memory=32768,vcores=16,yarn.io/gpu=3], "
+            "maximum-capacity=[memory=131072,vcores=64,yarn.io/gpu=3]"
+        )
+        with RMClient(emu.url, **FAST) as rm:
+            conf = rm.scheduler_conf()
+            gpu = rm.scheduler().queue("root.gpu")
+        assert conf["yarn.scheduler.capacity.root.gpu.capacity"].endswith("yarn.io/gpu=3]")
+        assert gpu.effective_min is not None and gpu.effective_min.gpus == 3
+        assert gpu.effective_max is not None and gpu.effective_max.gpus == 3
+        # YARN itself now refuses GPU containers beyond the leases in that queue
+        big = emu.add_app(name="greedy", queue="gpu", gpus=4, seconds=100)
+        ok = emu.add_app(name="fits", queue="gpu", gpus=3, seconds=100)
+        emu.advance(1)
+        assert (emu.cluster.app_state(big), emu.cluster.app_state(ok)) == ("ACCEPTED", "RUNNING")
+        assert b.tick() and len(b.enforcer.log) == 1  # same leases: nothing sent again
+        assert len(emu.cluster.conf_log) == 2
+        leased_app(core, 2)  # two more GPUs under lease: the queue follows
+        assert b.tick()
+        rec = b.enforcer.log[-1]
+        assert (rec.action.gpus, rec.outcome, len(emu.cluster.conf_log)) == (5, DONE, 3)
+        assert "yarn.io/gpu=5" in rec.detail
+        b.stop()
 
 
 # -- outages, restarts, HA, bad answers ---------------------------------------------------------
@@ -835,3 +953,121 @@ def test_arbiter_apps_that_ended_while_the_bridge_was_away(
     assert b.tick()
     assert app_id not in core.apps and core.state.leases == () and drain(q)[-1] is CLOSE
     b.stop()
+
+
+# -- SPNEGO / auth hooks from the command line ---------------------------------------------------
+
+
+NEGOTIATE_SCRIPT = """\
+import base64, os, sys
+if os.environ.get("FAIL_AUTH"):
+    sys.exit("no Kerberos ticket")
+method, host = os.environ["YARN_ARBITER_RM_REQUEST_METHOD"], os.environ["YARN_ARBITER_RM_HOST"]
+with open(sys.argv[1], "a") as log:
+    log.write(method + " " + host + "\\n")
+print("Negotiate " + base64.b64encode(b"fake-ticket-for-HTTP@" + host.encode()).decode())
+"""
+
+
+def negotiate_hook(method: str, url: str) -> Mapping[str, str]:
+    """An importable auth hook (``--rm-auth-hook test_yarn_bridge:negotiate_hook``)."""
+    return {"Authorization": "Negotiate aW1wb3J0ZWQ="}
+
+
+def _negotiate_command(tmp_path: Path) -> tuple[str, Path]:
+    script, log = tmp_path / "negotiate.py", tmp_path / "negotiate.log"
+    script.write_text(NEGOTIATE_SCRIPT)
+    return shlex.join([sys.executable, str(script), str(log)]), log
+
+
+FAKE_TOKEN = "Negotiate ZmFrZS10aWNrZXQtZm9yLUhUVFBAMTI3LjAuMC4x"  # fake-ticket-for-HTTP@127.0.0.1
+
+
+def test_serve_auth_header_command_reaches_every_rm_call(tmp_path: Path, clock: Clock) -> None:
+    command, log = _negotiate_command(tmp_path)
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    with RMEmulator(nodes=2, gpus_per_node=4, queues=COMPOSE_QUEUES, manual_clock=True,
+                    require_auth=True) as emu:  # fmt: skip
+        core = make_core(tmp_path, initial_cluster(emu.url, rm_options=FAST), clock)
+        leased_app(core, 2)
+        without = bridge(core, emu.url, gpu_queue="root.gpu")
+        assert without.tick()
+        [rec] = without.enforcer.log  # a write without a user: Hadoop's 403
+        assert rec.outcome == FAILED and "not authenticated" in rec.detail
+        without.stop()
+        args = parser.parse_args(["--rm-url", emu.url, "--gpu-queue", "root.gpu",
+                                  "--rm-auth-header-command", command])  # fmt: skip
+        settings = bridge_settings(args, environ={})
+        assert settings is not None
+        kwargs = dict(settings.kwargs)
+        kwargs["rm_options"] = {**FAST, **kwargs["rm_options"]}
+        kwargs["poll_s"] = 0.05
+        b = Bridge(core, settings.rm_urls, **kwargs)
+        assert b.tick()
+        [rec] = b.enforcer.log
+        assert (rec.action.kind, rec.outcome) == (QUEUE, DONE)
+        puts = [r for r in emu.requests if r.method == "PUT"]
+        assert puts[-1].headers["authorization"] == FAKE_TOKEN
+        assert emu.cluster.conf_log[-1]["user"] == "spnego"
+        calls = log.read_text().split("\n")[:-1]
+        assert "PUT 127.0.0.1" in calls and "GET 127.0.0.1" in calls  # reads carry it too
+        b.stop()
+    both = parser.parse_args(["--rm-auth-header-command", "x", "--rm-auth-hook", "m:f"])
+    with pytest.raises(ValueError, match="not both"):
+        bridge_settings(both, environ={ENV_RM_URL: "http://rm:8088"})
+
+
+def test_auth_hook_failures_and_imported_hooks(tmp_path: Path) -> None:
+    command, _ = _negotiate_command(tmp_path)
+    with RMEmulator(nodes=1, manual_clock=True, require_auth=True) as emu:
+        app = emu.add_app(seconds=100)
+        failing = header_command_hook(command, environ={"FAIL_AUTH": "1"})
+        with RMClient(emu.url, auth=failing, **FAST) as rm, pytest.raises(RMAuthError) as err:
+            rm.apps()
+        assert "exited 1" in str(err.value) and "no Kerberos ticket" in str(err.value)
+        parser = argparse.ArgumentParser()
+        add_serve_arguments(parser)
+        hook = auth_hook_from_args(
+            parser.parse_args(["--rm-auth-hook", "test_yarn_bridge:negotiate_hook"])
+        )
+        assert hook is negotiate_hook
+        with RMClient(emu.url, auth=hook, **FAST) as rm:
+            assert rm.kill_app(app) == "KILLED"
+        assert emu.requests[-1].headers["authorization"] == "Negotiate aW1wb3J0ZWQ="
+        cached = header_command_hook(command, cache_seconds=60)
+        with RMClient(emu.url, auth=cached, **FAST) as rm:
+            for _ in range(3):
+                rm.cluster_metrics()
+        assert (tmp_path / "negotiate.log").read_text().count("GET") == 1
+        for spec, message in (("nomodule_xyz:f", "No module"), ("yarn_bridge.auth:nope", "nope"),
+                              ("no-colon", "module:function")):  # fmt: skip
+            with pytest.raises(ValueError, match=message):
+                auth_hook_from_args(parser.parse_args(["--rm-auth-hook", spec]))
+
+
+def test_submit_with_an_auth_header_command(tmp_path: Path) -> None:
+    command, _ = _negotiate_command(tmp_path)
+    sim = RecordingCluster(nodes=1, gpus_per_node=2, manual_clock=True)
+    with RMEmulator(sim, require_auth=True) as emu:
+        env = {"ARBITER_GRPC_PORT": "0", "ARBITER_JOURNAL_PATH": str(tmp_path / "j.db"),
+               "ARBITER_POLICY": "fifo"}  # fmt: skip
+        arb = RunningArbiter(
+            initial_cluster(emu.url, rm_options=FAST), load_config(environ=env), admin_token="a"
+        ).start()
+        try:
+            environ = {ENV_RM_URL: emu.url, ENV_ARBITER_ADDRESS: f"localhost:{arb.port}"}
+            plain = _submit_args("--command", "x", "--gpus", "1", "--timeout", "2")
+            err = io.StringIO()
+            assert plain.func(plain, environ=environ, out=io.StringIO(), err=err) == 1
+            assert "not authenticated" in err.getvalue() and sim.bodies == []
+            args = _submit_args("--command", "x", "--gpus", "1", "--timeout", "2",
+                                "--rm-auth-header-command", command)  # fmt: skip
+            out, err = io.StringIO(), io.StringIO()
+            assert args.func(args, environ=environ, out=out, err=err) == 0, err.getvalue()
+            assert out.getvalue().strip() == sim.bodies[0]["application-id"]
+            posts = [r for r in emu.requests if r.method == "POST"]
+            assert [r.path.rsplit("/", 1)[-1] for r in posts[-2:]] == ["new-application", "apps"]
+            assert all(r.headers["authorization"] == FAKE_TOKEN for r in posts[-2:])
+        finally:
+            arb.stop(0)

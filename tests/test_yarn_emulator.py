@@ -8,13 +8,14 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from arbiter.cluster import load_cluster
-from yarn_bridge.cli import add_parsers, build_emulator
+from yarn_bridge.cli import FAULTS_HELP, add_parsers, build_emulator
 from yarn_bridge.emulator import (
     APP_KEYS,
     APP_OPTIONAL_KEYS,
@@ -22,9 +23,11 @@ from yarn_bridge.emulator import (
     APP_TIMEOUT_KEYS,
     CLUSTER_INFO_KEYS,
     CLUSTER_METRICS_KEYS,
+    CS_34_ONLY_KEYS,
     CS_LEAF_QUEUE_KEYS,
     CS_PARENT_QUEUE_KEYS,
     CS_ROOT_KEYS,
+    FAULTS_PATH,
     FS_LEAF_QUEUE_KEYS,
     FS_PARENT_QUEUE_KEYS,
     FS_SCHEDULER_INFO_KEYS,
@@ -39,6 +42,7 @@ from yarn_bridge.emulator import (
     SimCluster,
 )
 from yarn_bridge.env import ENV_RM_URL
+from yarn_bridge.rm import RMClient, RMUnavailable
 
 WS = "/ws/v1/cluster"
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,6 +190,119 @@ def test_capacity_scheduler_shapes(rm) -> None:
     assert set(hive["queues"]["queue"][0]) == CS_LEAF_QUEUE_KEYS
     conf = get(rm, "/scheduler-conf")
     assert {"name": "yarn.scheduler.capacity.root.hive.queues", "value": "etl"} in conf["property"]
+
+
+def test_hadoop_33_shapes_omit_the_34_keys() -> None:
+    with (
+        RMEmulator(nodes=2, manual_clock=True, hadoop_version="3.3") as old,
+        RMEmulator(nodes=2, manual_clock=True) as new,
+    ):
+        for emu, version in ((old, "3.3.6"), (new, "3.4.1")):
+            info = httpx.get(emu.url + WS + "/info").json()["clusterInfo"]
+            assert set(info) == CLUSTER_INFO_KEYS
+            assert info["hadoopVersion"] == info["resourceManagerVersion"] == version
+            node = httpx.get(emu.url + WS + "/nodes").json()["nodes"]["node"][0]
+            assert node["version"] == version and set(node) == NODE_KEYS
+        root = httpx.get(old.url + WS + "/scheduler").json()["scheduler"]["schedulerInfo"]
+        assert set(root) == CS_ROOT_KEYS - CS_34_ONLY_KEYS
+        for q in root["queues"]["queue"]:
+            assert set(q) == CS_LEAF_QUEUE_KEYS - CS_34_ONLY_KEYS
+            (part,) = q["capacities"]["queueCapacitiesByPartition"]
+            assert not CS_34_ONLY_KEYS & set(part) and "effectiveMinResource" in part
+        root34 = httpx.get(new.url + WS + "/scheduler").json()["scheduler"]["schedulerInfo"]
+        assert set(root34) >= CS_34_ONLY_KEYS
+        assert {"mode", "queueType", "weight"} <= set(root34["queues"]["queue"][0])
+    with pytest.raises(ValueError, match="hadoop_version"):
+        SimCluster(hadoop_version="2.10")
+
+
+# The compose cluster's queues (deploy/conf/capacity-scheduler.xml), scaled to two emulated
+# nodes of 65536 MB, 32 vcores and 4 GPUs each.
+ABSOLUTE = {
+    "default": "[memory=32768,vcores=16]",
+    "analytics": "[memory=65536,vcores=32]",
+    "gpu": "[memory=32768,vcores=16,yarn.io/gpu=8]",
+}
+
+
+def _queues(emu: RMEmulator) -> dict[str, dict]:
+    info = httpx.get(emu.url + WS + "/scheduler").json()["scheduler"]["schedulerInfo"]
+    return {q["queueName"]: q for q in info["queues"]["queue"]}
+
+
+def _effective(q: dict, key: str = "effectiveMinResource") -> tuple[int, int, int]:
+    (part,) = q["capacities"]["queueCapacitiesByPartition"]
+    res = part[key]
+    return (
+        res["memory"],
+        res["vCores"],
+        res["resourceInformations"]["resourceInformation"][2]["value"],
+    )
+
+
+def test_absolute_resource_queues_shapes_scaling_and_limits() -> None:
+    with RMEmulator(nodes=2, gpus_per_node=4, queues=ABSOLUTE, manual_clock=True,
+                    start_seconds=0) as emu:  # fmt: skip
+        qs = _queues(emu)
+        assert {n: (q["mode"], q["isAbsoluteResource"]) for n, q in qs.items()} == {
+            n: ("absolute", True) for n in ABSOLUTE
+        }
+        assert _effective(qs["analytics"]) == (65536, 32, 0)
+        assert _effective(qs["gpu"]) == (32768, 16, 8)
+        assert _effective(qs["gpu"], "effectiveMaxResource") == (131072, 64, 8)  # unset: all
+        assert qs["analytics"]["absoluteCapacity"] == 50.0  # dominant share of the cluster
+        assert qs["gpu"]["absoluteCapacity"] == 100.0  # all the GPUs
+        (part,) = qs["gpu"]["capacities"]["queueCapacitiesByPartition"]
+        gpus = part["configuredMinResource"]["resourceInformations"]["resourceInformation"][2]
+        assert gpus == {**gpus, "name": "yarn.io/gpu", "value": 8}
+        vector = part["queueCapacityVectorInfo"]["configuredCapacityVector"]
+        assert vector == "[memory-mb=32768.0,vcores=16.0,yarn.io/gpu=8.0]"
+        emu.lose_node("node-01:8041")  # half the cluster: guarantees scale down with it
+        qs = _queues(emu)
+        assert _effective(qs["analytics"]) == (32768, 16, 0)
+        assert _effective(qs["gpu"]) == (16384, 8, 4)
+        emu.recover_node("node-01:8041")
+        # a maximum vector caps the queue's GPUs: 3 of them, so a 4-GPU app waits
+        with httpx.Client(base_url=emu.url + WS) as http:
+            body = {"update-queue": [{"queue-name": "root.gpu", "params": {"entry": [
+                {"key": "capacity", "value": "[memory=32768,vcores=16,yarn.io/gpu=3]"},
+                {"key": "maximum-capacity", "value": "[memory=131072,vcores=64,yarn.io/gpu=3]"},
+            ]}}]}  # fmt: skip
+            assert http.put("/scheduler-conf", json=body).status_code == 200
+        big = emu.add_app(queue="gpu", gpus=4, seconds=100)
+        small = emu.add_app(queue="gpu", gpus=3, seconds=100)
+        emu.advance(1)
+        assert (emu.cluster.app_state(big), emu.cluster.app_state(small)) == (
+            "ACCEPTED", "RUNNING")  # fmt: skip
+        assert _effective(_queues(emu)["gpu"], "effectiveMaxResource")[2] == 3
+
+
+@pytest.mark.parametrize(
+    ("update", "message"),
+    [
+        ({"root.gpu": {"capacity": "40"}}, "mix absolute resource and percentage"),
+        (
+            {
+                "root.gpu": {
+                    "capacity": "[memory=1024,vcores=1,yarn.io/gpu=9]",
+                    "maximum-capacity": "[memory=2048,vcores=2,yarn.io/gpu=4]",
+                }
+            },
+            "is greater than its max value",
+        ),
+        ({"root.gpu": {"capacity": "[memory=1024,disks=2]"}}, "malformed absolute resource"),
+        ({"root.gpu": {"capacity": "[memory=lots]"}}, "malformed absolute resource"),
+    ],
+)
+def test_absolute_resource_mutations_are_validated(update, message) -> None:
+    with RMEmulator(nodes=1, queues=ABSOLUTE, manual_clock=True) as emu:
+        entries = [{"queue-name": q, "params": {"entry": [{"key": k, "value": v}
+                    for k, v in params.items()]}} for q, params in update.items()]  # fmt: skip
+        r = httpx.put(emu.url + WS + "/scheduler-conf", json={"update-queue": entries})
+        assert r.status_code == 400 and message in r.text
+        assert emu.cluster.conf_log == []
+    with pytest.raises(ValueError, match="mix absolute"):
+        SimCluster(queues={"a": "[memory=1024,vcores=1]", "b": 100})
 
 
 def test_fair_scheduler_shapes_and_shares() -> None:
@@ -348,6 +465,79 @@ def test_outage_modes_and_injection(rm) -> None:
     assert get(rm, "/apps") == {"apps": {"app": "oops"}}
 
 
+def test_fault_control_endpoint(rm) -> None:
+    faults = rm.url + FAULTS_PATH
+    state = httpx.get(faults).json()
+    assert state["outage"] is None and state["delay"] == 0 and state["injections"] == []
+    assert state["hadoopVersion"] == "3.4.1"
+    r = httpx.post(faults, json={"delay": 0.3})
+    assert r.status_code == 200 and r.json()["delay"] == 0.3
+    t0 = time.monotonic()
+    assert get(rm, "/metrics")
+    assert time.monotonic() - t0 >= 0.3
+    t0 = time.monotonic()
+    httpx.get(faults)  # the control endpoint itself is never slowed down
+    assert time.monotonic() - t0 < 0.3
+    assert httpx.post(faults, json={"outage": "503", "delay": 0}).json()["outage"] == "503"
+    assert rm.http.get("/metrics").status_code == 503
+    assert httpx.post(faults, json={"outage": None}).json()["outage"] is None
+    assert rm.http.get("/metrics").status_code == 200
+    body = {"inject": [{"path": "/apps", "body": '{"apps":{"app":[{"id":', "times": 2}]}
+    assert httpx.post(faults, json=body).json()["injections"][0]["times"] == 2
+    assert rm.http.get("/apps").text == '{"apps":{"app":[{"id":'
+    r = httpx.post(faults, json={"nodes": {"node-01:8041": "LOST"}})
+    assert r.status_code == 200 and rm.cluster.nodes["node-01:8041"].state == "LOST"
+    cleared = httpx.post(faults, json={"clear": True}).json()
+    assert cleared["injections"] == [] and get(rm, "/apps") == {"apps": None}
+    # malformed requests change nothing
+    for bad, why in (
+        ({"outage": "down"}, "outage must be"),
+        ({"outage": "refused"}, "outage_seconds"),
+        ({"delay": -1}, "delay must be"),
+        ({"inject": {"status": 200}}, "'path'"),
+        ({"nodes": {"nope:1": "LOST"}}, "no node"),
+        ({"delay": 1, "restart": {"keep": True}}, "unknown restart keys"),
+        ({"delays": 1}, "unknown fault keys"),
+    ):
+        r = httpx.post(faults, json=bad)
+        assert r.status_code == 400 and why in r.json()["error"], (bad, r.text)
+    assert httpx.post(faults, content=b"{oops").status_code == 400
+    assert httpx.get(faults).json()["delay"] == 0 and rm.http.get("/metrics").status_code == 200
+    assert all(r.path != FAULTS_PATH for r in rm.requests)  # not in the RM's request log
+
+
+def test_fault_control_timed_outage_and_restart_over_http() -> None:
+    with RMEmulator(nodes=1, gpus_per_node=2, manual_clock=True) as emu:
+        faults = emu.url + FAULTS_PATH
+        app = emu.add_app(seconds=100)
+        r = httpx.post(faults, json={"outage": "refused", "outage_seconds": 0.6})
+        assert r.status_code == 200
+        time.sleep(0.3)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(emu.url + WS + "/info")
+        # a client with a long enough deadline rides the outage out
+        with RMClient(emu.url, timeout=1.0, deadline=5.0, backoff=0.1, max_backoff=0.2) as c:
+            assert c.app(app).id == app
+            old_id = c.cluster_info().id
+            emu.cluster.advance(1)  # a new cluster timestamp on restart
+            r = httpx.post(faults, json={"restart": {"keep_apps": False, "downtime": 0.3}})
+            assert r.status_code == 200
+            deadline = time.monotonic() + 5
+            while c.cluster_info().id == old_id:
+                assert time.monotonic() < deadline, "the RM never restarted"
+                time.sleep(0.05)
+            assert c.apps() == []  # restarted without recovery: the apps are gone
+        r = httpx.post(faults, json={"outage": "drop", "outage_after": 0.0, "outage_seconds": 5})
+        assert r.json()["outage"] == "drop"
+        with (
+            RMClient(emu.url, timeout=0.3, deadline=0.8, backoff=0.05) as c,
+            pytest.raises(RMUnavailable),
+        ):
+            c.cluster_metrics()
+    with RMEmulator(nodes=1, control=False, manual_clock=True) as off:
+        assert httpx.get(off.url + FAULTS_PATH).status_code == 404
+
+
 # -- the command -------------------------------------------------------------------------
 
 
@@ -368,6 +558,27 @@ def test_emulate_rm_parser_and_builder() -> None:
     assert sum(n.gpus for n in pair.cluster.nodes.values()) == 16
     with pytest.raises(ValueError, match="--app-seconds"):
         build_emulator(parser.parse_args(["emulate-rm", "--app-seconds", "0"]))
+    args = parser.parse_args(["emulate-rm", "--port", "0", "--hadoop-version", "3.3", "--delay",
+                              "0.25", "--queue", "default=20", "--queue",
+                              "analytics=[memory=8192,vcores=8]"])  # fmt: skip
+    with pytest.raises(ValueError, match="mix absolute"):
+        build_emulator(args)
+    args.queue = [("default", 50.0), ("analytics", 50.0)]
+    emu = build_emulator(args)
+    assert isinstance(emu, RMEmulator) and emu.cluster.version == "3.3.6"
+    assert emu._delay == 0.25 and emu.control
+    assert [q.rsplit(".", 1)[-1] for q in emu.cluster._cs_leaves()] == ["default", "analytics"]
+    for argv, message in (
+        (["--outage-after", "1", "--outage-mode", "refused"], "needs --outage-seconds"),
+        (["--outage-seconds", "1"], "needs --outage-after"),
+        (["--delay", "-1"], "--delay"),
+        (["--outage-after", "1", "--no-faults-endpoint"], "faults endpoint"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            build_emulator(parser.parse_args(["emulate-rm", *argv]))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["emulate-rm", "--queue", "analytics"])
+    assert FAULTS_PATH in FAULTS_HELP and '"outage_seconds"' in FAULTS_HELP
 
 
 def test_emulate_rm_command_runs_and_stops() -> None:
@@ -386,8 +597,16 @@ def test_emulate_rm_command_runs_and_stops() -> None:
         capture_output=True, text=True, timeout=30, env=env, cwd=ROOT,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert "capacity scheduler, 2 nodes, 8 GPUs" in out.stdout
+    assert "Hadoop 3.4.1, capacity scheduler, 2 nodes, 8 GPUs" in out.stdout
     assert f"export {ENV_RM_URL}=http://127.0.0.1:" in out.stdout
+    assert FAULTS_PATH in out.stdout
+    helped = subprocess.run(
+        [sys.executable, "-c", code, "emulate-rm", "--help"],
+        capture_output=True, text=True, timeout=30, env=env, cwd=ROOT,
+    )  # fmt: skip
+    for flag in ("--delay", "--outage-after", "--outage-seconds", "--hadoop-version", "--queue",
+                 f"POST {FAULTS_PATH}", '"restart"'):  # fmt: skip
+        assert flag in helped.stdout, flag
     bad = subprocess.run(
         [sys.executable, "-c", code, "emulate-rm", "--nodes", "-1"],
         capture_output=True, text=True, timeout=30, env=env, cwd=ROOT,

@@ -50,11 +50,16 @@ from yarn_bridge.rm import (
 FAST = {"timeout": 2.0, "deadline": 4.0, "backoff": 0.02, "max_backoff": 0.1}
 
 
+#: Tests marked with this run against both Hadoop lines the emulator serves (3.3: the compose
+#: cluster's apache/hadoop:3.3.6; 3.4).
+BOTH_VERSIONS = pytest.mark.parametrize("emu", ["3.4", "3.3"], indirect=True)
+
+
 @pytest.fixture
-def emu():
+def emu(request):
     rm = RMEmulator(
         nodes=2, gpus_per_node=4, manual_clock=True, new_seconds=1, start_seconds=1,
-        app_seconds=10,
+        app_seconds=10, hadoop_version=getattr(request, "param", "3.4"),
     )  # fmt: skip
     rm.start()
     yield rm
@@ -70,10 +75,12 @@ def client(emu):
 # -- cluster, nodes ------------------------------------------------------------------------
 
 
+@BOTH_VERSIONS
 def test_cluster_info_and_metrics(emu, client) -> None:
     info = client.cluster_info()
     assert info.ha_state == "ACTIVE" and info.state == "STARTED"
-    assert info.id == emu.cluster.cluster_ts and info.rm_version.startswith("3.")
+    assert info.id == emu.cluster.cluster_ts and info.rm_version == emu.cluster.version
+    assert info.hadoop_version == {"3.3": "3.3.6", "3.4": "3.4.1"}[emu.cluster.hadoop_line]
     m = client.cluster_metrics()
     assert (m.total_nodes, m.active_nodes) == (2, 2)
     assert m.total_mb == 2 * 65536 and m.total_vcores == 64
@@ -85,6 +92,7 @@ def test_cluster_info_and_metrics(emu, client) -> None:
     assert m.used_resources is not None and m.used_resources.gpus == 3
 
 
+@BOTH_VERSIONS
 def test_nodes_report_gpu_capacity_and_use(emu, client) -> None:
     nodes = client.nodes()
     assert [n.id for n in nodes] == ["node-00:8041", "node-01:8041"]
@@ -121,6 +129,7 @@ def test_empty_lists_come_back_as_null_and_parse_as_empty() -> None:
 # -- apps ----------------------------------------------------------------------------------
 
 
+@BOTH_VERSIONS
 def test_submit_and_follow_an_app_through_its_life(emu, client) -> None:
     new = client.new_application()
     assert new.application_id.startswith(f"application_{emu.cluster.cluster_ts}_")
@@ -222,6 +231,7 @@ def test_http_errors_map_to_typed_exceptions(emu, client) -> None:
 # -- scheduler ------------------------------------------------------------------------------
 
 
+@BOTH_VERSIONS
 def test_capacity_scheduler_and_conf_mutation(emu, client) -> None:
     emu.add_app(queue="ml", gpus=2, seconds=100)
     emu.advance(2)
@@ -260,6 +270,31 @@ def test_capacity_scheduler_and_conf_mutation(emu, client) -> None:
     assert "root.batch" not in [q.path for q in client.scheduler().leaves()]
     assert [e["version"] for e in emu.cluster.conf_log] == [1, 2, 3]
     assert emu.cluster.conf_log[0]["user"] == "alice"
+
+
+@BOTH_VERSIONS
+def test_absolute_resource_queues_parse_and_update(emu, client) -> None:
+    vectors = {
+        "root.default": "[memory=32768,vcores=16]",
+        "root.hive": "[memory=65536,vcores=32]",
+        "root.ml": "[memory=32768,vcores=16,yarn.io/gpu=8]",
+    }
+    # siblings change mode together, in one mutation (a partial switch is refused)
+    with pytest.raises(RMBadRequest, match="mix absolute resource and percentage"):
+        client.update_scheduler_conf(
+            SchedConfUpdate(update_queue={"root.ml": {"capacity": vectors["root.ml"]}})
+        )
+    client.update_scheduler_conf(
+        SchedConfUpdate(update_queue={q: {"capacity": v} for q, v in vectors.items()})
+    )
+    sched = client.scheduler()
+    hive, ml = sched.queue("hive"), sched.queue("root.ml")
+    assert hive.effective_min is not None and ml.effective_min is not None
+    assert (hive.effective_min.memory_mb, hive.effective_min.vcores) == (65536, 32)
+    assert (ml.effective_min.gpus, ml.absolute_capacity) == (8, 100.0)
+    assert client.scheduler_conf()["yarn.scheduler.capacity.root.ml.capacity"] == vectors["root.ml"]
+    emu.lose_node("node-01:8041")  # the RM scales guarantees to what is left
+    assert client.scheduler().queue("hive").effective_min.memory_mb == 32768
 
 
 def test_fair_scheduler_shares() -> None:

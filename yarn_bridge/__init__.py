@@ -7,6 +7,8 @@
 * :mod:`yarn_bridge.emulator`: an RM emulator with Hadoop 3.3 / 3.4 JSON shapes over a
   simulated GPU cluster, with faults on demand (outage, slowness, malformed answers, restart,
   HA failover), for tests and demos; ``yarn-arbiter emulate-rm`` (:mod:`yarn_bridge.cli`).
+* :mod:`yarn_bridge.auth`: SPNEGO / Kerberos auth hooks for the RM client from the command
+  line (``--rm-auth-header-command``, ``--rm-auth-hook``).
 * :mod:`yarn_bridge.env`: environment names shared with ``yarn-arbiter submit`` and the AMs.
 
 Spec: ``../shared/spec/yarn-hive-integration.md`` §1-§2.

@@ -14,9 +14,14 @@
   have) nor an empty cluster (the journal refuses leases on unknown GPUs) is a safe guess.
 * :func:`add_serve_arguments` / :func:`bridge_settings` give ``serve`` its ``--rm-url`` (or
   ``YARN_ARBITER_RM_URL``) and the bridge's knobs, so the wiring in ``arbiter/cli.py`` is three
-  lines.
+  lines. ``--analytics-queue`` names the queue(s) whose capacity is the analytics share's R
+  (default ``analytics``, the compose cluster's; :mod:`yarn_bridge.watcher`).
+* ``serve`` and ``submit`` take ``--rm-auth-header-command`` / ``--rm-auth-hook`` for SPNEGO
+  (:mod:`yarn_bridge.auth`); the hook reaches every RM request of the bridge's client
+  (``rm_options["auth"]``) and of ``submit``'s.
 
-Spec: ``../shared/spec/yarn-hive-integration.md`` §1 (RM REST), §1.5 (submission).
+Spec: ``../shared/spec/yarn-hive-integration.md`` §1 (RM REST), §1.1 (auth), §1.3 (queues),
+§1.5 (submission).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from arbiter.cluster import Cluster
+from yarn_bridge.auth import add_auth_arguments, auth_hook_from_args
 from yarn_bridge.enforcer import DEFAULT_SLACK_S, Enforcer
 from yarn_bridge.env import ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA, ENV_RM_URL
 from yarn_bridge.rm import RMClient, RMError
@@ -44,6 +50,7 @@ from yarn_bridge.submit import (
 )
 from yarn_bridge.watcher import (
     CLUSTER_NAME,
+    DEFAULT_ANALYTICS_QUEUES,
     DEFAULT_CONFIRM_POLLS,
     RMView,
     Watcher,
@@ -94,7 +101,7 @@ class Bridge:
         confirm_polls: int = DEFAULT_CONFIRM_POLLS,
         slack_s: float = DEFAULT_SLACK_S,
         gpu_queue: str | None = None,
-        analytics_queues: Iterable[str] = (),
+        analytics_queues: Iterable[str] | None = None,
         enforce: bool = True,
         rm_user: str | None = None,
         rm_options: Mapping[str, Any] | None = None,
@@ -163,7 +170,7 @@ def start_bridge(
     confirm_polls: int = DEFAULT_CONFIRM_POLLS,
     slack_s: float = DEFAULT_SLACK_S,
     gpu_queue: str | None = None,
-    analytics_queues: Iterable[str] = (),
+    analytics_queues: Iterable[str] | None = None,
     enforce: bool = True,
     rm_user: str | None = None,
     rm_options: Mapping[str, Any] | None = None,
@@ -237,6 +244,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         f"{ENV_RM_URL}); the cluster then comes from the RM's nodes, not --cluster",
     )
     g.add_argument("--rm-user", help="simple-auth user for RM REST calls (user.name)")
+    add_auth_arguments(g)
     g.add_argument(
         "--rm-wait-seconds",
         type=float,
@@ -270,7 +278,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--analytics-queue",
         action="append",
         default=[],
-        help="queue whose fair share is the analytics capacity (Fair Scheduler; repeatable)",
+        help="queue whose capacity is the analytics share's R: its effective guaranteed "
+        "resources (Capacity Scheduler) or fair share (Fair Scheduler); repeatable; default "
+        f"{', '.join(DEFAULT_ANALYTICS_QUEUES)} (the compose cluster's Hive queue)",
     )
 
 
@@ -293,6 +303,7 @@ def bridge_settings(
         raise ValueError(f"--rm-confirm-polls must be >= 1, got {confirm}")
     if not slack_s >= 0:
         raise ValueError(f"--enforce-slack-seconds must be >= 0, got {slack_s}")
+    auth = auth_hook_from_args(args)
     return BridgeSettings(
         urls,
         {
@@ -300,9 +311,10 @@ def bridge_settings(
             "confirm_polls": confirm,
             "slack_s": slack_s,
             "gpu_queue": getattr(args, "gpu_queue", None),
-            "analytics_queues": tuple(getattr(args, "analytics_queue", None) or ()),
+            "analytics_queues": tuple(getattr(args, "analytics_queue", None) or ()) or None,
             "enforce": not getattr(args, "no_enforce", False),
             "rm_user": getattr(args, "rm_user", None),
+            **({"rm_options": {"auth": auth}} if auth is not None else {}),
         },
         wait_s=getattr(args, "rm_wait_seconds", 60.0),
     )
@@ -355,6 +367,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--user", help="owner recorded in the arbiter (default: the login name)")
     p.add_argument("--rm-url", help=f"RM web URL(s), comma-separated (default ${ENV_RM_URL})")
     p.add_argument("--rm-user", help="simple-auth user for the RM (user.name)")
+    add_auth_arguments(p)
     p.add_argument("--arbiter", help=f"arbiter host:port (default ${ENV_ARBITER_ADDRESS})")
     p.add_argument(
         "--am-arbiter",
@@ -407,7 +420,11 @@ def cmd_submit(
             gang_size=args.gang_size,
         )
         credentials = channel_credentials(tls_ca, args.tls_cert, args.tls_key)
-        with _rm_client(rm_url, {"user": args.rm_user, "deadline": args.timeout * 3}) as rm:
+        options: dict[str, Any] = {"user": args.rm_user, "deadline": args.timeout * 3}
+        auth = auth_hook_from_args(args)
+        if auth is not None:
+            options["auth"] = auth
+        with _rm_client(rm_url, options) as rm:
             done = submit_ml_app(
                 spec,
                 rm,

@@ -15,6 +15,9 @@ Pieces:
 * :class:`RMEmulator`: a ``ThreadingHTTPServer`` shell around one cluster, with faults on
   demand (outage as connection refused or 503, slow responses, injected malformed/partial
   answers, restart with or without recovered apps). ``RMEmulator(...).start()`` returns its URL.
+  The same faults are on HTTP at :data:`FAULTS_PATH` (``/emulator/faults``: ``GET`` shows the
+  faults in force, ``POST`` a JSON object changes them; keys in ``yarn_bridge.cli.FAULTS_HELP``)
+  so that ``yarn-arbiter emulate-rm`` can be driven from outside the process.
 * :class:`RMHAPair`: two emulators over one cluster (the shared state store), one ACTIVE, one
   STANDBY, ``failover()`` on demand.
 
@@ -34,10 +37,21 @@ Decisions (emulator only, not Hadoop's):
   containers over AMRM. The emulator stands in for that AM: an ``environment`` entry
   :data:`EMULATOR_GPUS_ENV` in ``am-container-spec`` makes it hold that many 1-GPU containers
   while RUNNING, and :data:`EMULATOR_SECONDS_ENV` sets its duration.
-* Capacity Scheduler queues are percentages only (the default is ``root.{default,hive,ml}`` at
-  20/40/40, the compose cluster's); ``PUT /scheduler-conf`` is validated as Hadoop does in
-  legacy mode (children sum to 100, ``capacity <= maximum-capacity``, a removed queue must be
-  STOPPED and empty) and every accepted mutation is recorded (:attr:`SimCluster.conf_log`).
+* Capacity Scheduler queues (the default is ``root.{default,hive,ml}`` at 20/40/40, the
+  spec §5.3 layout; the compose cluster's ``default,analytics,gpu`` absolute vectors are one
+  ``queues=`` away) are percentages or **absolute resource vectors**
+  (``[memory=8192,vcores=8,yarn.io/gpu=2]``, memory in MB or with Mi/Gi/Ti, spec §1.6).
+  ``PUT /scheduler-conf`` is validated as Hadoop does in legacy mode: percentage siblings sum
+  to 100 and ``capacity <= maximum-capacity``; siblings (and a non-root parent and its
+  children) share one mode, so a switch to vectors updates them all in one mutation; a vector's
+  minimum is at most its maximum vector; a removed queue must be STOPPED and empty. Every
+  accepted mutation is recorded (:attr:`SimCluster.conf_log`). Effective resources
+  (``effectiveMinResource`` / ``effectiveMaxResource``, and what the scheduler enforces): a
+  percentage of the parent's; a vector as configured, a resource missing from a minimum vector
+  is 0 and from a maximum vector the parent's maximum, and when siblings' minimums add up to
+  more than the parent's (nodes lost) they are scaled down in proportion, as the RM does. In
+  absolute mode ``capacity`` / ``absoluteCapacity`` are dominant shares (DominantResourceCalculator
+  ``ratio``) of the parent's / cluster's resources.
   The Fair Scheduler is flat (leaves under ``root`` with weights); fair share =
   cluster x weight / sum of the weights of *active* leaves (those with live apps), steady fair
   share the same over all leaves. The scheduler-conf API answers 400 there, as in Hadoop
@@ -55,6 +69,23 @@ Decisions (emulator only, not Hadoop's):
   page and a ``Refresh`` header (``standby_mode="refresh"``).
 * Application tags are lower-cased (YARN does); the app's ``queue`` is the leaf name under the
   Capacity Scheduler and the full path under the Fair Scheduler, as Hadoop 3.3 reports them.
+* **Hadoop line** (``hadoop_version="3.4"``, the default, or ``"3.3"``; ``emulate-rm
+  --hadoop-version``): 3.4 serves the merged 3.4.1 shapes above; 3.3 serves 3.3.6 (the
+  version the compose cluster's ``apache/hadoop:3.3.6`` reports) and omits
+  :data:`CS_34_ONLY_KEYS` from every Capacity Scheduler queue info and partition
+  (``queueCapacityVectorInfo``, ``weight``/``normalizedWeight``, ``mode``, ``queueType``,
+  ``creationMethod``, ``autoCreationEligibility``, the ``autoQueue*TemplateProperties``: 3.4's
+  weight mode, flexible auto queue creation and capacity vectors; spec §1.3 lists them in the
+  3.4-era example and says to parse by key presence). Everything else is served alike
+  [check against the compose cluster's RM].
+* **Fault control** over HTTP (:data:`FAULTS_PATH`, outside ``/ws/v1`` so it can never be
+  mistaken for a Hadoop endpoint; ``control=False`` turns it off): never delayed, never in a
+  503/drop outage, not in :attr:`RMEmulator.requests`. A ``"refused"`` outage closes its port
+  too, so it needs ``outage_seconds``; outages and restarts asked for over HTTP start on a
+  timer, after the answer is sent. A body is checked whole before anything changes (400 and no
+  change on any error).
+* ``Authorization: Negotiate <token>`` stands for a SPNEGO-authenticated user (``spnego``); any
+  other ``Authorization`` value authenticates no one, as Hadoop's Kerberos handler.
 """
 
 from __future__ import annotations
@@ -85,14 +116,17 @@ __all__ = [
     "APP_TIMEOUT_KEYS",
     "CLUSTER_INFO_KEYS",
     "CLUSTER_METRICS_KEYS",
+    "CS_34_ONLY_KEYS",
     "CS_LEAF_QUEUE_KEYS",
     "CS_PARENT_QUEUE_KEYS",
     "CS_ROOT_KEYS",
     "EMULATOR_GPUS_ENV",
     "EMULATOR_SECONDS_ENV",
+    "FAULTS_PATH",
     "FS_LEAF_QUEUE_KEYS",
     "FS_PARENT_QUEUE_KEYS",
     "FS_SCHEDULER_INFO_KEYS",
+    "HADOOP_VERSIONS",
     "NEW_APPLICATION_KEYS",
     "NODE_INACTIVE_ABSENT_KEYS",
     "NODE_KEYS",
@@ -111,6 +145,9 @@ GPU: Final = "yarn.io/gpu"
 LONG_MAX: Final = 9223372036854775807
 INT_MAX: Final = 2147483647
 HADOOP_VERSION: Final = "3.4.1"
+#: ``--hadoop-version`` line -> the release whose shapes are served (3.3.6: the compose image).
+HADOOP_VERSIONS: Final = {"3.3": "3.3.6", "3.4": HADOOP_VERSION}
+_BUILT_ON: Final = {"3.3": "2023-06-18T08:22Z", "3.4": "2024-10-09T14:57Z"}
 CS_PREFIX: Final = "yarn.scheduler.capacity"
 EMULATOR_GPUS_ENV: Final = "YARN_EMULATOR_GPUS"
 EMULATOR_SECONDS_ENV: Final = "YARN_EMULATOR_SECONDS"
@@ -228,6 +265,16 @@ CS_ROOT_KEYS: Final = frozenset({
     "isAbsoluteResource", "queues", "capacities", "health", "maximumAllocation", "queueAcls",
     "queuePriority", "orderingPolicyInfo", "mode", "queueType", "creationMethod",
     "autoCreationEligibility", "autoQueueTemplateProperties",
+    "autoQueueParentTemplateProperties", "autoQueueLeafTemplateProperties",
+})  # fmt: skip
+
+#: Keys of the Capacity Scheduler's queue infos (root, queues and per-partition capacities)
+#: that came with Hadoop 3.4's queue-capacity rework (weight mode, flexible auto queue
+#: creation, capacity vectors): a 3.3 RM (``hadoop_version="3.3"``) omits them [check on the
+#: compose cluster, apache/hadoop:3.3.6].
+CS_34_ONLY_KEYS: Final = frozenset({
+    "queueCapacityVectorInfo", "weight", "normalizedWeight", "mode", "queueType",
+    "creationMethod", "autoCreationEligibility", "autoQueueTemplateProperties",
     "autoQueueParentTemplateProperties", "autoQueueLeafTemplateProperties",
 })  # fmt: skip
 
@@ -385,6 +432,46 @@ def _ri(name: str, units: str, value: int) -> dict[str, Any]:
     }
 
 
+_Res = tuple[float, ...]  # (memory MB, vcores, GPUs)
+
+#: Resource names an absolute capacity vector may use, and their index in a ``_Res``.
+_VECTOR_INDEX: Final = {"memory": 0, "memory-mb": 0, "vcores": 1, GPU: 2}
+_VECTOR_RE: Final = re.compile(r"^\s*\[(.*)\]\s*$")
+_UNITS: Final = {"": 1, "Mi": 1, "M": 1, "Gi": 1024, "G": 1024, "Ti": 1024 * 1024}
+
+
+def _parse_vector(raw: str, where: str) -> dict[int, int] | None:
+    """``[memory=4096,vcores=4,yarn.io/gpu=2]`` -> {0: 4096, 1: 4, 2: 2}; ``None`` for a
+    percentage (anything not in brackets). Memory may carry Mi / Gi / Ti. 400 if malformed."""
+    m = _VECTOR_RE.match(raw)
+    if not m:
+        return None
+    out: dict[int, int] = {}
+    for part in m.group(1).split(","):
+        if not part.strip():
+            continue
+        name, sep, value = (x.strip() for x in part.partition("="))
+        num = re.fullmatch(r"(\d+)\s*([A-Za-z]*)", value)
+        if not sep or name not in _VECTOR_INDEX or num is None or num.group(2) not in _UNITS:
+            raise _HTTPError(400, "BadRequestException",
+                             f"{where}={raw!r}: malformed absolute resource entry {part.strip()!r} "
+                             f"(known resources: memory, vcores, {GPU})", text=True)  # fmt: skip
+        scale = _UNITS[num.group(2)] if _VECTOR_INDEX[name] == 0 else 1
+        out[_VECTOR_INDEX[name]] = int(num.group(1)) * scale
+    return out
+
+
+def _fmt_vector(vec: Mapping[int, float]) -> str:
+    names = ("memory", "vcores", GPU)
+    return "<" + ", ".join(f"{names[i]}:{int(v)}" for i, v in sorted(vec.items())) + ">"
+
+
+def _ratio(num: _Res, den: _Res) -> float:
+    """The dominant share of ``num`` in ``den`` (DominantResourceCalculator.ratio), <= 1."""
+    shares = [a / b for a, b in zip(num, den, strict=True) if b > 0]
+    return min(1.0, max(shares, default=0.0))
+
+
 def _parse_iso(text: str) -> int:
     m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)?$", text.strip())
     if not m:
@@ -440,7 +527,7 @@ class SimCluster:
         memory_mb: int = 65536,
         vcores: int = 32,
         scheduler: Literal["capacity", "fair"] = "capacity",
-        queues: Mapping[str, float] | None = None,
+        queues: Mapping[str, float | str] | None = None,
         app_seconds: float = 60.0,
         new_seconds: float = 0.0,
         start_seconds: float = 1.0,
@@ -455,9 +542,16 @@ class SimCluster:
         gpu_container_vcores: int = 1,
         recovery: bool = False,
         rack: str = "/default-rack",
+        hadoop_version: str = "3.4",
     ) -> None:
         if scheduler not in ("capacity", "fair"):
             raise ValueError(f"scheduler must be 'capacity' or 'fair', got {scheduler!r}")
+        if hadoop_version not in HADOOP_VERSIONS:
+            raise ValueError(
+                f"hadoop_version must be one of {sorted(HADOOP_VERSIONS)}, got {hadoop_version!r}"
+            )
+        self.hadoop_line = hadoop_version
+        self.version = HADOOP_VERSIONS[hadoop_version]
         if app_seconds <= 0:
             raise ValueError("app_seconds must be > 0")
         self.lock = threading.RLock()
@@ -491,7 +585,9 @@ class SimCluster:
                 f"{CS_PREFIX}.maximum-am-resource-percent": "0.5",
             }  # fmt: skip
             for name, cap in leaves.items():
-                self.conf[f"{CS_PREFIX}.root.{name}.capacity"] = _num(cap)
+                self.conf[f"{CS_PREFIX}.root.{name}.capacity"] = (
+                    cap if isinstance(cap, str) else _num(cap)
+                )
             try:
                 self._validate_conf(self.conf)
             except _HTTPError as exc:
@@ -893,14 +989,15 @@ class SimCluster:
     def _queue_room(self, path: str, mem: int, vc: int, gpus: int) -> bool:
         if self.scheduler != "capacity":
             return True
-        total = self._cluster_total()
-        frac = self._cs_abs(path, "maximum-capacity") / 100.0
+        eff = self._cs_effective()
+        if path not in eff:
+            return True
+        room = eff[path][1]
         used = self._used_in(path)
-        gpu_room = math.floor(total[2] * frac + 1e-6)
         return (
-            used[0] + mem <= total[0] * frac + 1e-6
-            and used[1] + vc <= total[1] * frac + 1e-6
-            and (gpus == 0 or used[2] + gpus <= gpu_room)
+            used[0] + mem <= room[0] + 1e-6
+            and used[1] + vc <= room[1] + 1e-6
+            and (gpus == 0 or used[2] + gpus <= math.floor(room[2] + 1e-6))
         )
 
     def _schedule(self, t: int) -> None:
@@ -1042,10 +1139,53 @@ class SimCluster:
             raise _HTTPError(
                 400,
                 "BadRequestException",
-                f"{CS_PREFIX}.{path}.{key}={raw!r}: the emulator supports "
-                "percentage capacities only",
+                f"{CS_PREFIX}.{path}.{key}={raw!r} is not a percentage (an absolute resource "
+                "vector needs the queue's capacity and its siblings' in absolute mode too)",
                 text=True,
             ) from None
+
+    def _cs_vector(self, path: str, key: str,
+                   conf: Mapping[str, str] | None = None) -> dict[int, int] | None:  # fmt: skip
+        """The absolute resource vector configured as ``key`` of ``path``, or ``None``."""
+        conf = self.conf if conf is None else conf
+        raw = conf.get(f"{CS_PREFIX}.{path}.{key}")
+        return None if raw is None else _parse_vector(raw, f"{CS_PREFIX}.{path}.{key}")
+
+    def _cs_is_absolute(self, path: str, conf: Mapping[str, str] | None = None) -> bool:
+        return path != "root" and self._cs_vector(path, "capacity", conf) is not None
+
+    def _cs_effective(self, conf: Mapping[str, str] | None = None) -> dict[str, tuple[_Res, _Res]]:
+        """Queue path -> (effective minimum, effective maximum) resources as (MB, vcores,
+        GPUs) over the RUNNING nodes (module docstring: percentages of the parent's, or
+        absolute vectors scaled down when the siblings' sum exceeds the parent's)."""
+        conf = self.conf if conf is None else conf
+        total = tuple(float(x) for x in self._cluster_total())
+        out: dict[str, tuple[_Res, _Res]] = {"root": (total, total)}
+        for path in self._cs_all(conf):
+            kids = self._cs_children(path, conf)
+            if not kids:
+                continue
+            pmin, pmax = out[path]
+            vecs = {k: self._cs_vector(k, "capacity", conf) for k in kids}
+            sums = [sum(v.get(i, 0) for v in vecs.values() if v is not None) for i in range(3)]
+            for k in kids:
+                vec = vecs[k]
+                if vec is not None:
+                    mn = tuple(
+                        vec.get(i, 0) * min(1.0, pmin[i] / sums[i]) if sums[i] else 0.0
+                        for i in range(3)
+                    )
+                else:
+                    pct = self._cs_float(k, "capacity", 0.0, conf) / 100.0
+                    mn = tuple(x * pct for x in pmin)
+                mvec = self._cs_vector(k, "maximum-capacity", conf)
+                if mvec is not None:
+                    mx = tuple(min(pmax[i], float(mvec.get(i, pmax[i]))) for i in range(3))
+                else:
+                    mpct = self._cs_float(k, "maximum-capacity", 100.0, conf) / 100.0
+                    mx = tuple(x * mpct for x in pmax)
+                out[k] = (tuple(min(a, b) for a, b in zip(mn, mx, strict=True)), mx)
+        return out
 
     def _cs_cap(self, path: str, key: str) -> float:
         if path == "root":
@@ -1053,7 +1193,7 @@ class SimCluster:
         return self._cs_float(path, key, 100.0 if key == "maximum-capacity" else 0.0)
 
     def _cs_abs(self, path: str, key: str) -> float:
-        """Absolute capacity / maximum capacity (% of the cluster)."""
+        """Absolute capacity / maximum capacity (% of the cluster), percentage mode."""
         frac = 1.0
         parts = path.split(".")
         for k in range(2, len(parts) + 1):
@@ -1074,32 +1214,52 @@ class SimCluster:
         return int(self._cs_float(path, "default-application-priority", 0.0))
 
     def _validate_conf(self, conf: Mapping[str, str]) -> None:
+        def bad(msg: str) -> _HTTPError:
+            return _HTTPError(400, "BadRequestException", msg, text=True)
+
         for path in self._cs_all(conf):
             kids = self._cs_children(path, conf)
             if kids:
-                total = sum(self._cs_float(k, "capacity", 0.0, conf) for k in kids)
-                if abs(total - 100.0) > 1e-3:
-                    raise _HTTPError(400, "BadRequestException",
-                                     f"Illegal capacity of {total / 100:.3f} for children of "
-                                     f"queue {path}", text=True)  # fmt: skip
+                absolute = {k: self._cs_is_absolute(k, conf) for k in kids}
+                if len(set(absolute.values())) > 1:
+                    raise bad(f"Failed to re-init queues : the children of queue {path} mix "
+                              "absolute resource and percentage capacities: "
+                              f"{sorted(k for k, a in absolute.items() if a)} vs "
+                              f"{sorted(k for k, a in absolute.items() if not a)}")  # fmt: skip
+                if path != "root" and any(absolute.values()) != self._cs_is_absolute(path, conf):
+                    raise bad(f"Parent queue '{path}' and child queue '{kids[0]}' should use "
+                              "either percentage based capacity configuration or absolute "
+                              "resource together.")  # fmt: skip
+                if not any(absolute.values()):
+                    total = sum(self._cs_float(k, "capacity", 0.0, conf) for k in kids)
+                    if abs(total - 100.0) > 1e-3:
+                        raise bad(f"Illegal capacity of {total / 100:.3f} for children of "
+                                  f"queue {path}")  # fmt: skip
             if path == "root":
                 continue
-            cap = self._cs_float(path, "capacity", 0.0, conf)
-            mx = self._cs_float(path, "maximum-capacity", 100.0, conf)
-            if not (0.0 <= cap <= 100.0 and 0.0 <= mx <= 100.0):
-                raise _HTTPError(400, "BadRequestException",
-                                 f"Illegal capacity {cap} or maximum-capacity {mx} of queue "
-                                 f"{path}: must be in [0, 100]", text=True)  # fmt: skip
-            if cap > mx + 1e-9:
-                raise _HTTPError(400, "BadRequestException",
-                                 f"Illegal queue capacity setting (abs-capacity={cap}) > "
-                                 f"(abs-maximum-capacity={mx}) for queue {path}",
-                                 text=True)  # fmt: skip
+            vec = self._cs_vector(path, "capacity", conf)
+            if vec is not None:
+                mvec = self._cs_vector(path, "maximum-capacity", conf)
+                if mvec is None:
+                    mx = self._cs_float(path, "maximum-capacity", 100.0, conf)
+                    if not 0.0 <= mx <= 100.0:
+                        raise bad(f"Illegal maximum-capacity {mx} of queue {path}: must be in "
+                                  "[0, 100]")  # fmt: skip
+                elif any(v > mvec[i] for i, v in vec.items() if i in mvec):
+                    raise bad(f"Min resource configuration {_fmt_vector(vec)} is greater than "
+                              f"its max value:{_fmt_vector(mvec)} in queue:{path}")  # fmt: skip
+            else:
+                cap = self._cs_float(path, "capacity", 0.0, conf)
+                mx = self._cs_float(path, "maximum-capacity", 100.0, conf)
+                if not (0.0 <= cap <= 100.0 and 0.0 <= mx <= 100.0):
+                    raise bad(f"Illegal capacity {cap} or maximum-capacity {mx} of queue "
+                              f"{path}: must be in [0, 100]")  # fmt: skip
+                if cap > mx + 1e-9:
+                    raise bad(f"Illegal queue capacity setting (abs-capacity={cap}) > "
+                              f"(abs-maximum-capacity={mx}) for queue {path}")  # fmt: skip
             state = conf.get(f"{CS_PREFIX}.{path}.state", "RUNNING").upper()
             if state not in ("RUNNING", "STOPPED"):
-                raise _HTTPError(
-                    400, "BadRequestException", f"Invalid queue state {state} for {path}", text=True
-                )
+                raise bad(f"Invalid queue state {state} for {path}")
 
     def mutate_conf(self, body: Any, user: str | None) -> None:
         """Apply a ``PUT /scheduler-conf`` body (``SchedConfUpdateInfo`` JSON), atomically."""
@@ -1182,8 +1342,9 @@ class SimCluster:
     def cluster_info_json(self, ha_state: str, ha_enabled: bool, started_on: int) -> dict:
         recovery = "org.apache.hadoop.yarn.server.resourcemanager.recovery."
         store = recovery + ("ZKRMStateStore" if self.recovery or ha_enabled else "NullRMStateStore")
-        build = (f"{HADOOP_VERSION} from yarn-arbiter-emulator by yarn source checksum "
+        build = (f"{self.version} from yarn-arbiter-emulator by yarn source checksum "
                  "0123456789abcdef0123456789abcdef")  # fmt: skip
+        built_on = _BUILT_ON[self.hadoop_line]
         return {
             "clusterInfo": {
                 "id": self.cluster_ts,
@@ -1191,12 +1352,12 @@ class SimCluster:
                 "state": "STARTED",
                 "haState": ha_state,
                 "rmStateStoreName": store,
-                "resourceManagerVersion": HADOOP_VERSION,
+                "resourceManagerVersion": self.version,
                 "resourceManagerBuildVersion": build,
-                "resourceManagerVersionBuiltOn": "2024-10-09T14:57Z",
-                "hadoopVersion": HADOOP_VERSION,
+                "resourceManagerVersionBuiltOn": built_on,
+                "hadoopVersion": self.version,
                 "hadoopBuildVersion": build,
-                "hadoopVersionBuiltOn": "2024-10-09T14:57Z",
+                "hadoopVersionBuiltOn": built_on,
                 "haZooKeeperConnectionState": "CONNECTED" if ha_enabled
                 else "ResourceManager HA is not enabled.",
             }
@@ -1265,7 +1426,7 @@ class SimCluster:
             "nodeHostName": node.host,
             "nodeHTTPAddress": f"{node.host}:{node.http_port}",
             "lastHealthUpdate": now if node.state == "RUNNING" else node.last_health_update,
-            "version": HADOOP_VERSION,
+            "version": self.version,
             "healthReport": node.health_report,
             "numContainers": len(containers) if active else 0,
             "usedMemoryMB": used[0] if active else 0,
@@ -1351,9 +1512,8 @@ class SimCluster:
             d["trackingUrl"] = f"http://{rm_address}/cluster/app/{app.id}"
         else:
             d["trackingUI"] = "UNASSIGNED"
-        queue_total = (self._cs_abs(app.queue, "capacity") / 100.0 * total[0]
-                       if self.scheduler == "capacity" and app.queue in self._cs_all()
-                       else total[0])  # fmt: skip
+        eff = self._cs_effective() if self.scheduler == "capacity" else {}
+        queue_total = eff[app.queue][0][0] if app.queue in eff else total[0]
         d.update({
             "diagnostics": app.diagnostics,
             "clusterId": self.cluster_ts,
@@ -1486,16 +1646,28 @@ class SimCluster:
 
     # Capacity Scheduler view ---------------------------------------------------------------
 
-    def _cs_queue_json(self, path: str, total: tuple[int, int, int]) -> dict[str, Any]:
+    def _cs_queue_json(self, path: str, total: tuple[int, int, int],
+                       eff: Mapping[str, tuple[_Res, _Res]]) -> dict[str, Any]:  # fmt: skip
         kids = self._cs_children(path)
         apps = self._apps_in(path)
         live = [a for a in apps if a.state in LIVE]
         used = self._used(apps)
         pend = self._pending(live)
-        cap, mx = self._cs_cap(path, "capacity"), self._cs_cap(path, "maximum-capacity")
-        acap, amax = self._cs_abs(path, "capacity"), self._cs_abs(path, "maximum-capacity")
-        eff_min = tuple(int(x * acap / 100.0) for x in total)
-        eff_max = tuple(int(x * amax / 100.0) for x in total)
+        eff_min = tuple(int(x) for x in eff[path][0])
+        eff_max = tuple(int(x) for x in eff[path][1])
+        vec = self._cs_vector(path, "capacity") if path != "root" else None
+        mvec = self._cs_vector(path, "maximum-capacity") if path != "root" else None
+        if vec is None:
+            cap, mx = self._cs_cap(path, "capacity"), self._cs_cap(path, "maximum-capacity")
+            acap, amax = self._cs_abs(path, "capacity"), self._cs_abs(path, "maximum-capacity")
+            entries = [(r, f"{cap:.1f}%") for r in ("memory-mb", "vcores", GPU)]
+        else:  # absolute mode: the percentages are dominant shares of the parent / cluster
+            pmin, pmax = eff[path.rsplit(".", 1)[0]]
+            tot = tuple(float(x) for x in total)
+            cap, mx = 100.0 * _ratio(eff[path][0], pmin), 100.0 * _ratio(eff[path][1], pmax)
+            acap, amax = 100.0 * _ratio(eff[path][0], tot), 100.0 * _ratio(eff[path][1], tot)
+            entries = [(r, f"{float(vec.get(i, 0)):.1f}")
+                       for i, r in enumerate(("memory-mb", "vcores", GPU))]  # fmt: skip
         used_cap = 100.0 * used[0] / eff_min[0] if eff_min[0] else 0.0
         abs_used = 100.0 * used[0] / total[0] if total[0] else 0.0
         containers = sum(len(a.containers) for a in apps)
@@ -1503,14 +1675,13 @@ class SimCluster:
             *self.max_allocation, max((n.gpus for n in self.nodes.values()), default=0)
         )
         zero = self._resource(0, 0, 0)
-        vector = f"[memory-mb={cap:.1f}%,vcores={cap:.1f}%,{GPU}={cap:.1f}%]"
+        configured_min = self._resource(*(vec.get(i, 0) for i in range(3))) if vec else zero
+        configured_max = self._resource(*(mvec.get(i, 0) for i in range(3))) if mvec else zero
         vector_info = {
-            "configuredCapacityVector": vector,
-            "capacityVectorEntries": [
-                {"resourceName": r, "resourceValue": f"{cap:.1f}%"}
-                for r in ("memory-mb", "vcores", GPU)
-            ],
-        }
+            "configuredCapacityVector": "[" + ",".join(f"{r}={v}" for r, v in entries) + "]",
+            "capacityVectorEntries": [{"resourceName": r, "resourceValue": v}
+                                      for r, v in entries],
+        }  # fmt: skip
         am_pct = float(self.conf.get(f"{CS_PREFIX}.maximum-am-resource-percent", "0.1"))
         am_limit = self._resource(int(eff_max[0] * am_pct), max(1, int(eff_max[1] * am_pct)), 0)
         am_used = self._used_am(apps)
@@ -1531,11 +1702,11 @@ class SimCluster:
             "numApplications": len(live),
             "maxParallelApps": INT_MAX,
             "queueName": path.rsplit(".", 1)[-1],
-            "isAbsoluteResource": False,
+            "isAbsoluteResource": vec is not None,
             "state": self._cs_state(path),
         })  # fmt: skip
         if kids:
-            d["queues"] = {"queue": [self._cs_queue_json(k, total) for k in kids]}
+            d["queues"] = {"queue": [self._cs_queue_json(k, total, eff) for k in kids]}
         d.update({
             "resourcesUsed": self._resource(*used),
             "hideReservationQueues": False,
@@ -1555,8 +1726,8 @@ class SimCluster:
                 "maxAMLimitPercentage": am_pct * 100.0 if not kids else 0,
                 "weight": -1,
                 "normalizedWeight": 0,
-                "configuredMinResource": zero,
-                "configuredMaxResource": zero,
+                "configuredMinResource": configured_min,
+                "configuredMaxResource": configured_max,
                 "effectiveMinResource": self._resource(*eff_min),
                 "effectiveMaxResource": self._resource(*eff_max),
             }]},
@@ -1581,7 +1752,7 @@ class SimCluster:
             "orderingPolicyInfo": "fifo" if not kids and not is_root else "utilization",
             "autoCreateChildQueueEnabled": False,
             "leafQueueTemplate": {},
-            "mode": "percentage",
+            "mode": "absolute" if vec is not None else "percentage",
             "queueType": "leaf" if not kids and not is_root else "parent",
             "creationMethod": "static",
             "autoCreationEligibility": "off",
@@ -1628,7 +1799,7 @@ class SimCluster:
 
     def _cs_scheduler_json(self) -> dict:
         total = self._cluster_total()
-        q = self._cs_queue_json("root", total)
+        q = self._cs_queue_json("root", total, self._cs_effective())
         root = {
             "type": "capacityScheduler",
             "capacity": 100.0,
@@ -1662,6 +1833,8 @@ class SimCluster:
                     "autoQueueTemplateProperties", "autoQueueParentTemplateProperties",
                     "autoQueueLeafTemplateProperties"):  # fmt: skip
             root[key] = q[key]
+        if self.hadoop_line == "3.3":
+            _strip_34(root)
         return {"scheduler": {"schedulerInfo": root}}
 
     # Fair Scheduler view -------------------------------------------------------------------
@@ -1740,6 +1913,17 @@ class SimCluster:
                              "Configuration change only supported by MutableConfScheduler.",
                              text=True)  # fmt: skip
         return {"property": [{"name": k, "value": v} for k, v in sorted(self.conf.items())]}
+
+
+def _strip_34(queue: dict[str, Any]) -> None:
+    """Remove :data:`CS_34_ONLY_KEYS` from a queue info, its partitions and its children."""
+    for key in CS_34_ONLY_KEYS:
+        queue.pop(key, None)
+    for part in (queue.get("capacities") or {}).get("queueCapacitiesByPartition", []):
+        for key in CS_34_ONLY_KEYS:
+            part.pop(key, None)
+    for child in (queue.get("queues") or {}).get("queue", []):
+        _strip_34(child)
 
 
 def _num(x: float) -> str:
@@ -1867,6 +2051,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
 
+#: The emulator's own fault-control endpoint (outside Hadoop's ``/ws/v1``).
+FAULTS_PATH: Final = "/emulator/faults"
+_FAULT_KEYS: Final = frozenset({"clear", "delay", "outage", "outage_after", "outage_seconds",
+                                "inject", "restart", "nodes"})  # fmt: skip
+_INJECT_KEYS: Final = frozenset({"path", "body", "status", "truncate", "disconnect",
+                                 "content_type", "method", "times"})  # fmt: skip
+_UNSET: Any = object()
+
 _APP_PATH = re.compile(r"^/apps/([^/]+)(?:/(state|queue|priority|timeouts|timeout)(?:/([^/]+))?)?$")
 
 
@@ -1880,7 +2072,8 @@ class RMEmulator:
     ``ha_state``: ``"ACTIVE"`` or ``"STANDBY"``; ``standby_mode``: ``"redirect"`` (307) or
     ``"refresh"`` (200 page + Refresh header); ``require_auth``: refuse writes that carry neither
     ``user.name`` nor an ``Authorization`` header (403, Hadoop's AuthorizationException);
-    ``admins``: users allowed to mutate the scheduler configuration (``None`` = anyone).
+    ``admins``: users allowed to mutate the scheduler configuration (``None`` = anyone);
+    ``control``: serve the fault-control endpoint :data:`FAULTS_PATH` (module docstring).
     """
 
     def __init__(
@@ -1893,6 +2086,7 @@ class RMEmulator:
         standby_mode: Literal["redirect", "refresh"] = "redirect",
         require_auth: bool = False,
         admins: Iterable[str] | None = None,
+        control: bool = True,
         **cluster_kwargs: Any,
     ) -> None:
         if cluster is not None and cluster_kwargs:
@@ -1917,6 +2111,8 @@ class RMEmulator:
         self._injections: list[_Injection] = []
         self._fault_lock = threading.Lock()
         self._life_lock = threading.Lock()
+        self.control = control
+        self._timers: list[threading.Timer] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -1940,6 +2136,10 @@ class RMEmulator:
         return self.url
 
     def stop(self) -> None:
+        with self._fault_lock:
+            timers, self._timers = self._timers, []
+        for t in timers:
+            t.cancel()
         with self._life_lock:
             self._close()
 
@@ -2041,8 +2241,164 @@ class RMEmulator:
     def clear_faults(self) -> None:
         with self._fault_lock:
             self._injections.clear()
+            timers, self._timers = self._timers, []
+        for t in timers:
+            t.cancel()
         self._delay = 0.0
         self.set_outage(None)
+
+    def after(self, seconds: float, action: Callable[[], None]) -> threading.Timer:
+        """Run ``action`` in ``seconds`` on a timer thread (cancelled by :meth:`stop` and
+        :meth:`clear_faults`)."""
+        timer = threading.Timer(max(0.0, seconds), action)
+        timer.daemon = True
+        with self._fault_lock:
+            self._timers = [t for t in self._timers if t.is_alive()] + [timer]
+        timer.start()
+        return timer
+
+    def schedule_outage(self, mode: Literal["refused", "503", "drop"], *, after: float = 0.0,
+                        seconds: float | None = None) -> None:  # fmt: skip
+        """An outage of ``mode`` starting in ``after`` seconds and lasting ``seconds`` (``None``:
+        until :meth:`set_outage` ``(None)`` or :meth:`clear_faults`)."""
+        if mode not in ("refused", "503", "drop"):
+            raise ValueError(f"unknown outage mode {mode!r}")
+        if seconds is not None and seconds <= 0:
+            raise ValueError(f"outage seconds must be > 0, got {seconds}")
+
+        def begin() -> None:
+            self.set_outage(mode)
+            if seconds is not None:
+                self.after(seconds, lambda: self.set_outage(None))
+
+        if after <= 0:
+            begin()
+        else:
+            self.after(after, begin)
+
+    def faults_json(self) -> dict[str, Any]:
+        """The faults in force (``GET`` :data:`FAULTS_PATH`)."""
+        with self._fault_lock:
+            injections = [{"path": i.path, "method": i.method, "status": i.status,
+                           "times": i.times} for i in self._injections]  # fmt: skip
+            pending = sum(1 for t in self._timers if t.is_alive())
+        return {
+            "outage": self._outage,
+            "delay": self._delay,
+            "injections": injections,
+            "scheduled": pending,
+            "clusterId": self.cluster.cluster_ts,
+            "hadoopVersion": self.cluster.version,
+        }
+
+    def apply_faults(self, doc: Any) -> None:
+        """Apply a ``POST`` :data:`FAULTS_PATH` body (module docstring); ``ValueError`` if
+        malformed, before anything changes."""
+        if not isinstance(doc, dict):
+            raise ValueError("the body must be a JSON object")
+        unknown = set(doc) - _FAULT_KEYS
+        if unknown:
+            raise ValueError(f"unknown fault keys {sorted(unknown)}; known: {sorted(_FAULT_KEYS)}")
+
+        def number(key: str, where: Mapping[str, Any], default: float | None) -> float | None:
+            raw = where.get(key, default)
+            if raw is None:
+                return None
+            if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+                raise ValueError(f"{key} must be a number >= 0, got {raw!r}")
+            return float(raw)
+
+        delay = number("delay", doc, None)
+        outage = doc.get("outage", _UNSET)
+        if outage is not _UNSET and outage not in (None, "refused", "503", "drop"):
+            raise ValueError(f"outage must be refused, 503, drop or null, got {outage!r}")
+        outage_after = number("outage_after", doc, 0.0) or 0.0
+        outage_seconds = number("outage_seconds", doc, None)
+        if outage == "refused" and outage_seconds is None:
+            raise ValueError("outage 'refused' closes this endpoint too: give outage_seconds")
+        if outage_seconds == 0:
+            raise ValueError("outage_seconds must be > 0")
+        raw_inj = doc.get("inject") or []
+        injections = raw_inj if isinstance(raw_inj, list) else [raw_inj]
+        checked: list[dict[str, Any]] = []
+        for inj in injections:
+            if not isinstance(inj, dict) or not isinstance(inj.get("path"), str):
+                raise ValueError("every inject entry needs a 'path'")
+            extra = set(inj) - _INJECT_KEYS
+            if extra:
+                raise ValueError(f"unknown inject keys {sorted(extra)}")
+            status = inj.get("status", 200)
+            times = inj.get("times", 1)
+            if not isinstance(status, int) or not 100 <= status <= 599:
+                raise ValueError(f"inject status must be an HTTP status, got {status!r}")
+            if not isinstance(times, int) or times < 1:
+                raise ValueError(f"inject times must be an integer >= 1, got {times!r}")
+            truncate = number("truncate", inj, None)
+            if truncate is not None and truncate > 1:
+                raise ValueError(f"inject truncate must be a fraction in [0, 1], got {truncate}")
+            body = inj.get("body")
+            if body is not None and not isinstance(body, str):
+                body = json.dumps(body)
+            checked.append({"path": inj["path"], "body": body, "status": status,
+                            "truncate": truncate, "disconnect": bool(inj.get("disconnect")),
+                            "content_type": str(inj.get("content_type", "application/json")),
+                            "method": inj.get("method"), "times": times})  # fmt: skip
+        restart = doc.get("restart")
+        if restart is not None and not isinstance(restart, dict):
+            raise ValueError("restart must be an object {keep_apps, downtime, after}")
+        if restart is not None:
+            extra = set(restart) - {"keep_apps", "downtime", "after"}
+            if extra:
+                raise ValueError(f"unknown restart keys {sorted(extra)}")
+            number("downtime", restart, 0.0)
+            number("after", restart, 0.0)
+        nodes = doc.get("nodes") or {}
+        if not isinstance(nodes, dict):
+            raise ValueError("nodes must map node ids to LOST, UNHEALTHY, DECOMMISSIONED, RUNNING")
+        node_actions = {"LOST": self.cluster.lose_node, "UNHEALTHY": self.cluster.set_unhealthy,
+                        "DECOMMISSIONED": self.cluster.remove_node,
+                        "RUNNING": self.cluster.recover_node}  # fmt: skip
+        for node_id, state in nodes.items():
+            if str(state).upper() not in node_actions:
+                raise ValueError(f"node {node_id}: unknown state {state!r}")
+            with self.cluster.lock:
+                try:
+                    self.cluster._node(str(node_id))
+                except KeyError:
+                    raise ValueError(f"no node {node_id!r}") from None
+        # -- everything checked: apply ---------------------------------------------------
+        if doc.get("clear"):
+            self.clear_faults()
+        if delay is not None:
+            self.set_delay(delay)
+        for inj in checked:
+            path = inj.pop("path")
+            self.inject(path, **inj)
+        for node_id, state in nodes.items():
+            node_actions[str(state).upper()](str(node_id))
+        if outage is None:
+            self.set_outage(None)
+        elif outage is not _UNSET:
+            if outage == "refused":  # answer this request before the port closes
+                outage_after = max(outage_after, 0.05)
+            self.schedule_outage(outage, after=outage_after, seconds=outage_seconds)
+        if restart is not None:
+            keep = bool(restart.get("keep_apps", True))
+            downtime = float(restart.get("downtime", 0.0))
+            # on a timer, so that this request is answered before the port closes
+            self.after(max(0.05, float(restart.get("after", 0.0))),
+                       lambda: self.restart(keep_apps=keep, downtime=downtime))  # fmt: skip
+
+    def _control(self, method: str, body: bytes) -> _Reply:
+        if method == "GET":
+            return _json_reply(200, self.faults_json())
+        if method != "POST":
+            return _json_reply(405, {"error": f"{method} not allowed on {FAULTS_PATH}"})
+        try:
+            self.apply_faults(json.loads(body or b"{}"))
+        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+            return _json_reply(400, {"error": str(exc)})
+        return _json_reply(200, self.faults_json())
 
     def restart(self, *, keep_apps: bool = True, downtime: float = 0.0) -> None:
         """Restart the RM: the port refuses connections for ``downtime`` seconds, the cluster
@@ -2090,6 +2446,8 @@ class RMEmulator:
 
     def _handle(self, method: str, raw_path: str, headers: Mapping[str, str],
                 body: bytes) -> _Reply | None:  # fmt: skip
+        if self.control and urlsplit(raw_path).path.rstrip("/") == FAULTS_PATH:
+            return self._control(method, body)  # never delayed, never in an outage
         if self._delay > 0:
             time.sleep(self._delay)
         if self._outage == "drop":
@@ -2141,7 +2499,9 @@ class RMEmulator:
         return _Reply(200, msg.encode(), "text/plain", {"Refresh": f"3; url={target}"})
 
     def _user(self, query: Mapping[str, str], headers: Mapping[str, str]) -> str | None:
-        return query.get("user.name") or ("spnego" if "authorization" in headers else None)
+        # SPNEGO (KerberosAuthenticationHandler) accepts only "Authorization: Negotiate <token>"
+        negotiate = headers.get("authorization", "").startswith("Negotiate ")
+        return query.get("user.name") or ("spnego" if negotiate else None)
 
     def _route(self, method: str, path: str, query: Mapping[str, str],
                headers: Mapping[str, str], body: bytes) -> _Reply:  # fmt: skip

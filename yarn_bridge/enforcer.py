@@ -46,8 +46,10 @@ Decisions:
   per-app kill stays the precise one). Memory and vcores in the vectors are kept as configured.
   The update is sent only when that number changed and the queue's current vector differs
   (read back with ``GET /scheduler-conf``). A queue not in absolute-resource mode (percentages,
-  as in the emulator) cannot carry a GPU count: the update is skipped once, logged, and not
-  tried again.
+  as in the emulator's default queues) cannot carry a GPU count: the update is skipped once,
+  logged, and not tried again. In absolute mode (``deploy/conf/capacity-scheduler.xml``'s
+  ``root.gpu``) the update is one ``update-queue`` for that queue alone: its siblings keep
+  their vectors, so the mutation never mixes modes.
 """
 
 from __future__ import annotations

@@ -33,12 +33,31 @@ Decisions (the spec and the papers leave these open):
   queries that registered with the arbiter themselves (through ``hive.query.tag``), so counting
   them again would count a query twice; a query-tagged Tez session that outlives its query is
   idle, not a competing job.
-* **Capacity R for the analytics share** (:func:`analytics_capacity`): under the **Fair
-  Scheduler**, the sum of the scheduler's own instantaneous fair shares of the analytics queues
-  (the queues given, else the queues of the live analytics apps; an idle queue contributes its
-  steady fair share), memory and vcores. Under the Capacity or FIFO scheduler, or when no
-  analytics queue is known, the cluster's total (``totalVirtualCores``, ``totalMB`` of
-  ``/metrics``). GPUs are not part of R: they go through leases.
+* **Capacity R for the analytics share** (:func:`analytics_capacity`, spec §1.3): the
+  scheduler's own view of what the *analytics queues* are entitled to, memory and vcores (GPUs
+  are not part of R: they go through leases).
+
+  - *Which queues*: the ones named by ``analytics_queues`` (``yarn-arbiter serve
+    --analytics-queue``, repeatable; full path ``root.analytics`` or a unique leaf name), by
+    default :data:`DEFAULT_ANALYTICS_QUEUES` = ``("analytics",)``, the queue
+    ``deploy/conf/capacity-scheduler.xml`` gives Hive on Tez (``tez.queue.name``). Named
+    queues the scheduler does not report are ignored; a queue nested under another named one
+    is not counted twice.
+  - **Capacity Scheduler** (what the compose cluster runs): the sum of the named queues'
+    effective guaranteed resources, ``effectiveMinResource`` of the default partition
+    (``capacities.queueCapacitiesByPartition[partitionName=""]``, else the queue's
+    ``minEffectiveCapacity``). That is the queue's capacity in percentage and in absolute-
+    resource mode alike, already scaled by the RM to the nodes that are up. The guarantee and
+    not ``effectiveMaxResource``: elasticity above it lasts only while other queues are idle,
+    and a share computed from it would be promised to queries and then preempted away. An RM
+    too old to report effective resources (3.0) gives ``absoluteCapacity`` % of the cluster's
+    total. No named queue reported -> the cluster's total, and the watcher logs a warning once
+    (an operator should name the queue: ``--analytics-queue``).
+  - **Fair Scheduler**: the sum of the named queues' instantaneous fair shares (an idle queue
+    contributes its steady fair share); no named queue reported -> the queues of the live
+    analytics apps (Fair Scheduler queues appear on demand, so the apps say where analytics
+    runs); none -> the cluster's total.
+  - FIFO scheduler: the cluster's total (``totalVirtualCores``, ``totalMB`` of ``/metrics``).
 * **An unreachable or confused RM is not an empty cluster.** A poll is all or nothing: if any
   request fails (:class:`~yarn_bridge.rm.RMUnavailable` after the client's retries, a malformed
   or partial answer, an HTTP error) nothing changes and the next poll tries again. Inside a good
@@ -84,9 +103,10 @@ from yarn_bridge.env import ML_APP_TAG
 from yarn_bridge.rm import (
     FINAL_STATES,
     App,
+    CapacityQueue,
     ClusterMetrics,
-    FairQueue,
     Node,
+    Queue,
     RMClient,
     RMError,
     RMNotFound,
@@ -100,6 +120,7 @@ __all__ = [
     "ANALYTICS",
     "ARBITER_APP_TAG_PREFIX",
     "CLUSTER_NAME",
+    "DEFAULT_ANALYTICS_QUEUES",
     "DEFAULT_CONFIRM_POLLS",
     "GONE_NODE_STATES",
     "LIVE_STATES",
@@ -121,6 +142,7 @@ __all__ = [
     "RMView",
     "Watcher",
     "analytics_capacity",
+    "analytics_queues_of",
     "app_view",
     "arbiter_app_id",
     "arbiter_app_tag",
@@ -145,6 +167,8 @@ GONE_NODE_STATES: Final = frozenset({"LOST", "UNHEALTHY", "DECOMMISSIONED", "SHU
 #: Node states whose containers run (DECOMMISSIONING: until they finish, no new ones).
 PRESENT_NODE_STATES: Final = frozenset({"RUNNING", "DECOMMISSIONING"})
 DEFAULT_CONFIRM_POLLS: Final = 3
+#: The analytics queue of deploy/conf/capacity-scheduler.xml (root.analytics: Hive on Tez).
+DEFAULT_ANALYTICS_QUEUES: Final = ("analytics",)
 CLUSTER_NAME: Final = "yarn"
 
 
@@ -522,31 +546,76 @@ def external_jobs(apps: Iterable[AppView]) -> int:
     return sum(1 for a in apps if a.kind == ANALYTICS and a.live and a.query_id is None)
 
 
+def _lookup(scheduler: SchedulerInfo, names: Iterable[str]) -> list[Queue]:
+    found: dict[str, Queue] = {}
+    for name in dict.fromkeys(names):
+        try:
+            q = scheduler.queue(name)
+        except KeyError:
+            continue
+        found.setdefault(q.path, q)
+    # a queue under another chosen one is already in its parent's resources
+    return [q for p, q in found.items() if not any(p.startswith(o + ".") for o in found)]
+
+
+def analytics_queues_of(
+    scheduler: SchedulerInfo | None,
+    analytics_queues: Iterable[str],
+    app_queues: Iterable[str] = (),
+) -> list[Queue]:
+    """The queues whose resources make R (module docstring): the named ones the scheduler
+    reports; under the Fair Scheduler, failing those, the live analytics apps' queues."""
+    if scheduler is None or scheduler.root is None:
+        return []
+    chosen = _lookup(scheduler, analytics_queues)
+    if not chosen and scheduler.type == "fairScheduler":
+        chosen = _lookup(scheduler, app_queues)
+    return chosen
+
+
+def _guaranteed(q: Queue, metrics: ClusterMetrics) -> tuple[float, float]:
+    """(vcores, MB) ``q`` is entitled to (module docstring)."""
+    if isinstance(q, CapacityQueue):
+        if q.effective_min is not None:
+            return float(q.effective_min.vcores), float(q.effective_min.memory_mb)
+        frac = q.absolute_capacity / 100.0  # a 3.0-era RM: no effective resources
+        return metrics.total_vcores * frac, metrics.total_mb * frac
+    share = q.fair_share
+    if share.memory_mb <= 0 and share.vcores <= 0:
+        share = q.steady_fair_share  # an idle queue: its steady share
+    return float(share.vcores), float(share.memory_mb)
+
+
 def analytics_capacity(
     metrics: ClusterMetrics,
     scheduler: SchedulerInfo | None,
     analytics_queues: Iterable[str],
+    app_queues: Iterable[str] = (),
 ) -> Resources:
-    """R for the analytics share (module docstring): the Fair Scheduler's fair shares of
-    ``analytics_queues`` when it reports them, else the cluster's total CPU and memory."""
-    if scheduler is not None and scheduler.type == "fairScheduler":
+    """R for the analytics share (module docstring): what the analytics queues are entitled to
+    (Capacity Scheduler: effective guaranteed resources; Fair Scheduler: fair shares), else the
+    cluster's total CPU and memory.
+
+    >>> from yarn_bridge.rm import Resource
+    >>> m = ClusterMetrics(*([0] * 10), 131072, *([0] * 4), 64, *([0] * 11))
+    >>> cs = SchedulerInfo("capacityScheduler", CapacityQueue("root", "root", False, children=(
+    ...     CapacityQueue("root.analytics", "analytics", True,
+    ...                   effective_min=Resource(8192, 8)),)))
+    >>> r = analytics_capacity(m, cs, ["analytics"])
+    >>> r.vcores, r.memory_mb
+    (8.0, 8192.0)
+    >>> r = analytics_capacity(m, cs, ["hive"])   # not reported: the cluster's total
+    >>> r.vcores, r.memory_mb
+    (64.0, 131072.0)
+    """
+    chosen = analytics_queues_of(scheduler, analytics_queues, app_queues)
+    if chosen:
         vcores = memory = 0.0
-        found = False
-        for name in dict.fromkeys(analytics_queues):
-            try:
-                q = scheduler.queue(name)
-            except KeyError:
-                continue
-            if not isinstance(q, FairQueue):
-                continue
-            share = q.fair_share
-            if share.memory_mb <= 0 and share.vcores <= 0:
-                share = q.steady_fair_share  # an idle queue: its steady share
-            vcores += share.vcores
-            memory += share.memory_mb
-            found = True
-        if found:
-            return Resources(vcores, memory)
+        for q in chosen:
+            v, mb = _guaranteed(q, metrics)
+            vcores += v
+            memory += mb
+        return Resources(vcores, memory)
     return Resources(float(metrics.total_vcores), float(metrics.total_mb))
 
 
@@ -586,7 +655,7 @@ class Watcher:
         *,
         poll_s: float = 5.0,
         confirm_polls: int = DEFAULT_CONFIRM_POLLS,
-        analytics_queues: Iterable[str] = (),
+        analytics_queues: Iterable[str] | None = None,
         max_lookups: int = 20,
         cluster_name: str = CLUSTER_NAME,
         on_poll: Callable[[RMView], None] | None = None,
@@ -599,7 +668,10 @@ class Watcher:
         self.rm = rm
         self.poll_s = poll_s
         self.confirm_polls = confirm_polls
-        self.analytics_queues = tuple(analytics_queues)
+        self.analytics_queues = tuple(
+            DEFAULT_ANALYTICS_QUEUES if analytics_queues is None else analytics_queues
+        )
+        self._warned_queues: tuple[str, ...] | None = None
         self.max_lookups = max_lookups
         self.cluster_name = cluster_name
         self.on_poll = on_poll
@@ -637,10 +709,22 @@ class Watcher:
                     apps[v.yarn_id] = v
         metrics = rm.cluster_metrics()
         scheduler = rm.scheduler()
-        queues = self.analytics_queues or tuple(
+        app_queues = tuple(
             a.queue for a in apps.values() if a.kind == ANALYTICS and a.live and a.queue
         )
-        capacity = analytics_capacity(metrics, scheduler, queues)
+        capacity = analytics_capacity(metrics, scheduler, self.analytics_queues, app_queues)
+        if (
+            scheduler.type == "capacityScheduler"
+            and not analytics_queues_of(scheduler, self.analytics_queues)
+            and self._warned_queues != self.analytics_queues
+        ):
+            self._warned_queues = self.analytics_queues
+            log.warning(
+                "no analytics queue %s in the Capacity Scheduler (queues: %s): the analytics "
+                "capacity is the whole cluster; name the queue with --analytics-queue",
+                ", ".join(self.analytics_queues) or "named",
+                ", ".join(q.path for q in scheduler.leaves()),
+            )
         self._reconciled = unlinked  # only now: every request of this poll succeeded
         return Observation(
             apps=MappingProxyType(apps),
