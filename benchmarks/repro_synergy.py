@@ -13,7 +13,7 @@ alone, Synergy = ``synergy-tune`` layered under the same policy):
   Makespan is Table 5's metric; Synergy-Opt (the MILP upper bound) runs here too.
 * **dynamic-32**: the same 100 jobs with Poisson arrivals at 10.8 jobs/h, the rate at which
   their GPU time equals the cluster's (load 1.0; the paper keeps its physical cluster "fully
-  loaded", L341); ordering SRTF as in Table 5 (LAS while ``srtf`` does not import). Its
+  loaded", L341); ordering SRTF as in Table 5. Its
   dynamic physical trace (split 30-60-10) is not shipped, so ours is a re-timing of the static
   one (split 60-30-10).
 * **dynamic-128**: the paper's headline simulation (Fig. 9 / §5.5: FIFO, single-GPU jobs,
@@ -111,14 +111,6 @@ def _run(jobs, cluster, policy: str, **knobs) -> SimResult:
     return simulate(jobs, cluster, make_policy(policy, **knobs), round_s=ROUND_S)
 
 
-def _srtf_or_las() -> str:
-    try:
-        make_policy("srtf")
-    except (ImportError, AttributeError, ValueError):
-        return "las"
-    return "srtf"
-
-
 def claims(quick: bool = False) -> list[dict]:
     """The records (module docstring); ``quick`` (< 60 s) skips the CPU:GPU sweep and uses
     300 instead of 1000 jobs at 128 GPUs and one arrival seed instead of three at 32."""
@@ -166,7 +158,7 @@ def claims(quick: bool = False) -> list[dict]:
     )
 
     # --- dynamic re-timing at load 1.0 on 32 GPUs, SRTF (Table 5 rows 4-9) -----------------
-    order = _srtf_or_las()
+    order = "srtf"
     rate = c32.num_gpus / (gpu_h / len(jobs))  # jobs per hour for load 1.0
     seeds = range(1) if quick else range(3)
     ratios_avg, ratios_p99, detail = [], [], []
@@ -176,7 +168,6 @@ def claims(quick: bool = False) -> list[dict]:
         ratios_avg.append(_avg_jct(base) / _avg_jct(syn))
         ratios_p99.append(_p99(base) / _p99(syn))
         detail.append(f"{_avg_jct(base) / 3600:.2f} -> {_avg_jct(syn) / 3600:.2f} h")
-    swap = "" if order == "srtf" else " LAS stands in for SRTF (srtf does not import yet)."
     out.append(
         {
             "claim": f"avg JCT: synergy-tune vs gpu-proportional ({order.upper()}, physical)",
@@ -185,7 +176,7 @@ def claims(quick: bool = False) -> list[dict]:
             "our_ratio": round(sum(ratios_avg) / len(ratios_avg), 3),
             "note": f"mean over {len(seeds)} arrival seed(s) ({'; '.join(detail)}). Paper: "
             "4.81 -> 3.21 h on its own dynamic 30-60-10 trace, not shipped; ours re-times the "
-            f"60-30-10 static jobs.{swap}",
+            "60-30-10 static jobs.",
         }
     )
     out.append(
@@ -195,7 +186,7 @@ def claims(quick: bool = False) -> list[dict]:
             "paper_ratio": round(17.32 / 8.59, 3),
             "our_ratio": round(sum(ratios_p99) / len(ratios_p99), 3),
             "note": f"mean over {len(seeds)} arrival seed(s); 100 jobs, so the 99th percentile "
-            f"is the second-longest JCT.{swap}",
+            "is the second-longest JCT.",
         }
     )
 

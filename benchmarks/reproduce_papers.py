@@ -4,7 +4,8 @@ Runs, on the shipped real traces and profiles, the claims below and prints our r
 paper's (a ratio > 1 means the paper's winner also wins here):
 
 * Tiresias vs YARN-CS average JCT (paper: 2.41x in simulation) -- ``repro_tiresias.py``;
-* AFS-L vs Themis / SRTF / Tiresias average JCT (2.2x / 2.7x / 3.1x) -- ``repro_afs.py``;
+* AFS-L vs Themis / SRTF / Tiresias average JCT (2.2x / 2.7x / 3.1x), and AFS-P against the
+  same three, with AFS elastic (its default) -- ``repro_afs.py``;
 * Synergy-Tune vs GPU-proportional average JCT (up to 3.4x in simulation; 1.4-1.5x on the
   physical cluster) -- ``repro_synergy.py``;
 * Themis max ρ vs Gandiva / Tiresias / Optimus (2.2x / 2.25x / 1.75x) --

@@ -178,6 +178,46 @@ def test_las_preempts_after_service_with_a_grace_period(tmp_path: Path) -> None:
     assert c._attained(a, clock.t) == pytest.approx(4 * 35.0)  # 30 s alone + 5 s of grace
 
 
+def test_afs_live_keeps_elastic_shares(tmp_path: Path) -> None:
+    """AFS is elastic by default. Live (no perf model) its curves are linear: three apps asking
+    for 4 GPUs each on nodes:1:4 settle to shares of 1, 1 and 2 (every app gets a GPU before any
+    gets a second). Each partial share is shown to the policy as held (``holds_partial_gangs``),
+    so later rounds renew the same GPUs: no migration, no revocation. (Shown holding nothing,
+    the apps' shares would be re-placed from scratch and moved.) With ``elastic=false`` it is
+    gang mode: the app with the least remaining time takes all 4."""
+    clock = Clock()
+    c = core(tmp_path, "afs-l", clock)
+    apps = []
+    for k, iters in enumerate((100, 300, 50)):
+        app_id, _ = c.register_app(app_name=f"a{k}", user="u", queue_name="", max_gpu_demand=4)
+        apps.append((app_id, c.open_session(app_id)))
+        c.report_progress(app_id, 10, iters, 0.5)
+        clock.t += 1
+        c.tick()
+    clock.t += 20  # past the grace periods of the first rounds' revocations
+    c.tick()
+    settled = {a: c.held(a) for a, _ in apps}
+    assert sorted(len(g) for g in settled.values()) == [1, 1, 2]
+    for _, q in apps:
+        drain(q)
+    for _ in range(3):
+        clock.t += 20
+        c.tick()
+        check_invariants(c.state)
+        assert {a: c.held(a) for a, _ in apps} == settled
+    assert not [m for _, q in apps for m in drain(q) if isinstance(m, Revocation)]
+
+    gang = core(tmp_path / "gang", "afs-l", Clock(), ARBITER_POLICY_KNOBS="elastic=false")
+    ids = []
+    for k, iters in enumerate((300, 100)):
+        app_id, _ = gang.register_app(app_name=f"g{k}", user="u", queue_name="", max_gpu_demand=4)
+        gang.open_session(app_id)
+        gang.report_progress(app_id, 10, iters, 0.5)
+        ids.append(app_id)
+    gang.tick()
+    assert (len(gang.held(ids[0])), len(gang.held(ids[1]))) == (0, 4)
+
+
 def test_bad_decision_changes_nothing(tmp_path: Path) -> None:
     clock = Clock()
     c = core(tmp_path, "fifo", clock)

@@ -34,7 +34,7 @@ from arbiter.policies.afs import (
     rule3,
     throughput_curve,
 )
-from arbiter.policies.base import Decision, JobView, Snapshot, check_decision
+from arbiter.policies.base import Decision, JobView, Snapshot, check_decision, rated_per_gang
 from arbiter.sim.engine import simulate
 from arbiter.sim.perf import SimJob, SlowdownPerf
 
@@ -306,7 +306,7 @@ def test_registry_and_knobs() -> None:
     assert isinstance(make_policy("afs-l"), AfsL) and isinstance(make_policy("afs-p"), AfsP)
     p = make_policy("afs-p", quantum_s=60.0, elastic=True)
     assert (p.name, p.quantum_s, p.elastic, p.round_s) == ("afs-p", 60.0, True, None)
-    assert make_policy("afs-l").elastic is False and make_policy("afs-p").quantum_s == 7200.0
+    assert make_policy("afs-l").elastic is True and make_policy("afs-p").quantum_s == 7200.0
     with pytest.raises(ValueError, match="tie_break"):
         AfsL(tie_break="coin")
     with pytest.raises(ValueError, match="quantum_s"):
@@ -320,7 +320,7 @@ def test_registry_and_knobs() -> None:
 
 def replay(policy, jobs: list[tuple[str, float, int, float, Curve]], cluster: Cluster):
     """A fluid replay in which a job runs on any non-empty share at ``perf.rate(placement)``:
-    the elastic engine semantics of AFS (a test double for the engine change). ``jobs`` are
+    the elastic engine semantics of AFS in fluid form (no placement checks). ``jobs`` are
     (id, arrival, max GPUs, work, perf). Returns JCTs."""
     rem = {j[0]: j[3] for j in jobs}
     held = {j[0]: frozenset() for j in jobs}
@@ -400,7 +400,52 @@ def test_appendix_a_toy_and_its_erratum() -> None:
         assert replay(policy, jobs, c) == pytest.approx({"A": 2.0, "B": 2.0})
 
 
-# --- in the simulator (today's gang engine) --------------------------------------------------
+class SrtfAll:
+    """SRTF as App. A runs it: the job with the least remaining time on every GPU takes all of
+    them (ties by arrival)."""
+
+    name, round_s = "srtf-all", None
+
+    def decide(self, snap: Snapshot) -> Decision:
+        ids = frozenset(snap.cluster.gpu_ids)
+        job = min(
+            snap.jobs,
+            key=lambda j: (j.remaining_work / j.perf.rate(placement_of(snap.cluster, ids)),
+                           j.arrival_s, j.job_id),
+        )  # fmt: skip
+        return Decision({job.job_id: ids})
+
+
+@pytest.mark.parametrize("x", [1.25, 1.75])
+def test_appendix_a_future_jobs_fig_12(x: float) -> None:
+    """App. A's future-job extension (L482, Fig. 12; spec §10.1): A and B as above, then six
+    identical jobs (2 h on 1 GPU, x h on 2) arriving at 1, 1 + x, 1 + 2x, ... The paper's claim:
+    for any 1 < x < 2 the equal split beats SRTF. SRTF (hand-derived):
+    x = 1.75 (Fig. 12b): A 0-1, B 1-2.5, then each F waits a constant 1.5 h backlog:
+      JCT A 1, B 2.5, every F 3.25; average 23/8 = 2.875.
+    x = 1.25 (Fig. 12c): each F (1.25 on 2 GPUs) beats B's 1.5 left, so B starves until the last
+      F is done: B 1 + 6 x 1.25 + 1.5 = 10, every F 1.25; average 18.5/8 = 2.3125.
+    AFS (n >= M: one GPU each to the two shortest) is the equal split here: A and B 2 h each;
+    F1 waits to 2, runs alone on 2 GPUs until F2 arrives, then on one GPU:
+      x = 1.75: 0.75 h at 8/7 leaves 8/7, JCT 1.75 + 8/7 = 2.8929; x = 1.25: 0.25 h at 1.6
+      leaves 1.6, JCT 1.25 + 1.6 = 2.85. AFS's average is below SRTF's for both x."""
+    c = shorthand_cluster("nodes:1:2")
+    jobs = [("A", 0.0, 2, 2.0, Curve((1.0, 2.0))), ("B", 0.0, 2, 2.0, Curve((1.0, 4 / 3)))]
+    jobs += [(f"F{k}", 1.0 + x * (k - 1), 2, 2.0, Curve((1.0, 2.0 / x))) for k in range(1, 7)]
+    srtf = replay(SrtfAll(), jobs, c)
+    if x > 1.5:
+        want = {"A": 1.0, "B": 2.5, **{f"F{k}": 3.25 for k in range(1, 7)}}
+    else:
+        want = {"A": 1.0, "B": 10.0, **{f"F{k}": 1.25 for k in range(1, 7)}}
+    assert srtf == pytest.approx(want)
+    for policy in (AfsL(), AfsP()):
+        afs = replay(policy, jobs, c)
+        assert (afs["A"], afs["B"]) == pytest.approx((2.0, 2.0))
+        assert afs["F1"] == pytest.approx(1.75 + 8 / 7 if x > 1.5 else 2.85)
+        assert sum(afs.values()) / len(afs) < sum(srtf.values()) / len(srtf) - 0.3
+
+
+# --- in the simulator -------------------------------------------------------------------------
 
 PERF = SlowdownPerf()
 
@@ -496,11 +541,40 @@ def test_elastic_shares_run_on_the_elastic_engine() -> None:
     a job on fewer GPUs than its gang when the policy is elastic.)"""
     linear = Curve((1.0, 2.0))
     jobs = [SimJob("a", 0, 2, 10, linear), SimJob("b", 0, 2, 10, linear)]
-    res = simulate(jobs, shorthand_cluster("nodes:1:2"), AfsL(elastic=True), max_decisions=10)
-    assert {r.job_id: r.finish_s for r in res.jobs} == {"a": 10.0, "b": 10.0}
-    assert all(r.busy_gpu_s == pytest.approx(10.0) for r in res.jobs)
-    rigid = simulate(jobs, shorthand_cluster("nodes:1:2"), AfsL(), max_decisions=10)
+    for policy in (AfsL(), make_policy("afs-l"), AfsL(elastic=True)):  # elastic by default
+        res = simulate(jobs, shorthand_cluster("nodes:1:2"), policy, max_decisions=10)
+        assert {r.job_id: r.finish_s for r in res.jobs} == {"a": 10.0, "b": 10.0}
+        assert all(r.busy_gpu_s == pytest.approx(10.0) for r in res.jobs)
+    rigid = simulate(jobs, shorthand_cluster("nodes:1:2"), AfsL(elastic=False), max_decisions=10)
     assert sorted(r.finish_s for r in rigid.jobs) == [5.0, 10.0]
+
+
+def test_jobs_rated_per_gang_are_scheduled_as_gangs() -> None:
+    """SlowdownPerf jobs (Philly, Tiresias, Synergy durations) have no throughput curve: elastic
+    AFS decides in gang mode whenever a snapshot holds one, so two gang-2 jobs of 10 s (rate 1 on
+    their gang) run one after the other on both GPUs (done at 10 and 20) instead of side by side
+    on one GPU each at their whole-gang rate (both done at 10 on half the GPU-seconds)."""
+    assert rated_per_gang(PERF) and not rated_per_gang(Curve((1.0, 2.0)))
+    assert not rated_per_gang(None)  # the live arbiter: linear curves
+    jobs = [SimJob("a", 0, 2, 10, PERF), SimJob("b", 0, 2, 10, PERF)]
+    for policy in (AfsL(), AfsP()):
+        res, log = _log_run(policy, jobs, "nodes:1:2")
+        assert sorted(r.finish_s for r in res.values()) == [10.0, 20.0]
+        assert all(n == 2 for _, alloc, _ in log for n in alloc.values())
+    # One rigid job in a snapshot puts the whole decision in gang mode.
+    c = shorthand_cluster("nodes:1:4")
+    mixed = (view("x", 4, Curve((1.0, 2.0, 3.0, 4.0)), 10.0), view("y", 4, PERF, 20.0, 1.0))
+    d = AfsL().decide(Snapshot(0.0, c, mixed))
+    assert {j: len(g) for j, g in d.allocation.items()} == {"x": 4}
+    d = AfsL().decide(Snapshot(0.0, c, (mixed[0], view("z", 4, Curve((1.0, 2.0)), 9.0))))
+    assert {j: len(g) for j, g in d.allocation.items()} == {"x": 2, "z": 2}
+
+
+def test_live_driver_sees_partial_shares_only_when_elastic() -> None:
+    """``holds_partial_gangs`` tells the live arbiter to show an app the partial share it holds
+    (arbiter/core.py), so elastic AFS keeps shares instead of re-placing them every round."""
+    assert AfsL().holds_partial_gangs and AfsP().holds_partial_gangs
+    assert not AfsL(elastic=False).holds_partial_gangs
 
 
 # --- hypothesis: decisions never break gang or capacity ---------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,10 +29,12 @@ from arbiter.placement import placement_of
 from arbiter.policies import POLICIES, make_policy
 from arbiter.policies.base import (
     Decision,
+    JobView,
     PolicyError,
     Snapshot,
     check_decision,
     check_grants,
+    ideal_rate,
     machine_usage,
 )
 from arbiter.policies.synergy import JobRequest, SynergyState, opt_pack, tune_pack
@@ -40,6 +43,7 @@ from arbiter.sim.perf import (
     SYNERGY_MODELS,
     Sensitivity,
     SimJob,
+    SlowdownPerf,
     SynergyPerf,
     sim_jobs,
     synergy_perf,
@@ -50,14 +54,7 @@ from arbiter.traces import TraceError, TraceJob, read_trace
 SERVER = "nodes:2:8:24:500"  # Synergy's evaluation server (8 GPUs, 24 CPUs, 500 GB), L285
 
 
-def _orders() -> list[str]:
-    """fifo, las, themis, and srtf once its module (written concurrently) imports."""
-    out = ["fifo", "las", "themis"]
-    try:
-        make_policy("srtf")
-    except (ImportError, AttributeError, ValueError):
-        return out
-    return [*out, "srtf"]
+ORDERS = ["fifo", "las", "themis", "srtf"]  # the orderings the paper evaluates (FTF = themis)
 
 
 def sens(cpus, mem, rows) -> Sensitivity:
@@ -442,7 +439,7 @@ def _trace(seed: int, n: int, gangs: tuple[int, ...], flat: bool = False) -> lis
     return out
 
 
-@pytest.mark.parametrize("order", _orders())
+@pytest.mark.parametrize("order", ORDERS)
 def test_insensitive_jobs_reproduce_the_ordering_policy(order: str) -> None:
     """With every job insensitive (W = 1 everywhere) Synergy changes no rate, and on one
     machine placement cannot matter either: JCTs equal the ordering policy's alone."""
@@ -461,17 +458,25 @@ def test_insensitive_jobs_reproduce_the_ordering_policy(order: str) -> None:
     assert all(isinstance(d.policy_state, SynergyState) for _, d in hook.log)
 
 
-@pytest.mark.parametrize(("order", "seed"), list(itertools.product(_orders(), range(3))))
-def test_invariants_on_random_traces(order: str, seed: int) -> None:
+INVARIANT_CASES = [
+    *(("synergy-tune", o, k) for o, k in itertools.product(ORDERS, range(3))),
+    # Opt solves one MILP per round: fewer, smaller traces keep it to a few seconds.
+    *(("synergy-opt", o, k) for o, k in itertools.product(ORDERS, range(1))),
+]
+
+
+@pytest.mark.parametrize(("name", "order", "seed"), INVARIANT_CASES)
+def test_invariants_on_random_traces(name: str, order: str, seed: int) -> None:
     """Random Synergy-model traces on (8, 24, 500) servers: every decision passes the shared
     checks (GPUs, CPU and memory per machine) and R3; every job finishes, never faster than
     its best W allows; each call runs the same jobs on as many GPUs as the ordering policy's
-    own (virtual) decision."""
+    own (virtual) decision. Opt additionally never falls back to Tune on these small rounds."""
     cluster = shorthand_cluster("nodes:2:8:24:500")
-    jobs = _trace(40 + seed, 18, (1, 1, 2, 4, 8))
+    opt = name == "synergy-opt"
+    jobs = _trace(40 + seed, 10 if opt else 18, (1, 1, 2, 4, 8))
     hook = Hook()
     knobs = {"lease_s": 120.0} if order == "themis" else {}
-    policy = make_policy("synergy-tune", order=order, order_knobs=knobs, round_s=60.0)
+    policy = make_policy(name, order=order, order_knobs=knobs, round_s=60.0)
     res = simulate(jobs, cluster, policy, on_decision=hook, max_decisions=5000)
     by_id = {j.job_id: j for j in jobs}
     for r in res.jobs:
@@ -484,6 +489,11 @@ def test_invariants_on_random_traces(order: str, seed: int) -> None:
         assert {k: len(v) for k, v in d.allocation.items()} == {
             k: len(v) for k, v in virtual.items()
         }
+    last = hook.log[-1][1].policy_state
+    if opt:
+        assert last.opt_rounds > 0 and last.opt_fallbacks == 0
+    else:
+        assert last.opt_rounds == 0
 
 
 def test_static_trace_tune_shortens_the_makespan() -> None:
@@ -592,3 +602,102 @@ def test_opt_strictly_beats_tune_on_a_small_instance() -> None:
     assert dict(best.speeds) == {"A": 1.5, "B": 1.0}
     assert dict(best.grants) == {"A": (5.0, 62.5), "B": (1.0, 62.5)}
     assert best.objective == 2.5
+
+
+# --- decide() on arbitrary snapshots: gang and capacity, CPU and memory included -------------
+
+
+@st.composite
+def synergy_snapshots(draw):
+    """A cluster of 1-3 machines (1-8 GPUs, 1-6 CPUs and 20-125 GB per GPU, each machine its
+    own ratio), 1-8 jobs with a shipped model's sensitivity or none, arbitrary disjoint
+    holdings (whole, partial or none), attained service, remaining work and arrivals."""
+    machines = []
+    for i in range(draw(st.integers(1, 3))):
+        g = draw(st.sampled_from([1, 2, 4, 8]))
+        cpus = g * draw(st.sampled_from([1, 2, 3, 4, 6]))
+        mem_gb = g * draw(st.sampled_from([20.0, 31.25, 62.5, 125.0]))
+        machines.append(Machine(f"m{i}", f"r{i % 2}", 1, g, "gpu", cpus, int(mem_gb * 1024)))
+    cluster = Cluster.from_machines("h", machines)
+    free = [g.id for g in cluster.gpus]
+    draw(st.randoms(use_true_random=False)).shuffle(free)
+    models = sorted(SYNERGY_MODELS)
+    jobs = []
+    for k in range(draw(st.integers(1, 8))):
+        gang = draw(st.integers(1, min(8, cluster.num_gpus)))
+        model = draw(st.one_of(st.none(), st.sampled_from(models)))
+        n_held = draw(st.sampled_from([0, gang, draw(st.integers(0, gang))]))
+        n_held = min(n_held, len(free))
+        held, free = frozenset(free[:n_held]), free[n_held:]
+        work = draw(st.floats(10.0, 5000.0))
+        perf = SlowdownPerf() if model is None else synergy_perf(model)
+        jobs.append(
+            JobView(
+                f"j{k}", f"a{k}", "default", float(k), gang, held=held,
+                attained_gpu_s=draw(st.floats(0.0, 1e4)),
+                first_start_s=float(k) if held else None,
+                remaining_work=draw(st.floats(1.0, work)), work=work, perf=perf,
+                ideal_rate=ideal_rate(cluster, gang, perf),
+                sensitivity=None if model is None else perf.sensitivity,
+            )
+        )  # fmt: skip
+    return Snapshot(draw(st.floats(0.0, 1e4)), cluster, tuple(jobs))
+
+
+def _check_synergy_decision(snap: Snapshot, d: Decision) -> None:
+    check_decision(snap, d)  # GPUs known and held once, no gang exceeded, grants fit
+    views = {j.job_id: j for j in snap.jobs}
+    for job_id, gpus in d.allocation.items():
+        assert len(gpus) == views[job_id].gang  # gangs, never partial
+    assert set(d.grants) <= {j for j, g in d.allocation.items() if g}
+    for m, (n_gpus, cpus, mem) in machine_usage(snap.cluster, d.allocation, d.grants).items():
+        mach = snap.cluster.machine(m)
+        assert n_gpus <= mach.num_gpus
+        assert cpus <= mach.cpus * (1 + 1e-9) + 1e-9
+        assert mem <= mach.mem_gb * (1 + 1e-9) + 1e-9
+    for job_id, gpus in d.allocation.items():
+        s = views[job_id].sensitivity
+        if s is None:
+            assert job_id not in d.grants or d.grants[job_id] == pytest.approx(
+                snap.cluster.proportional_share(gpus)
+            )
+            continue
+        n, prop = len(gpus), snap.cluster.proportional_share(gpus)
+        grant = d.grants.get(job_id, prop)
+        assert s.speed(grant[0] / n, grant[1] / n) >= s.speed(prop[0] / n, prop[1] / n) - 1e-9
+    # Synergy changes placement and CPU/memory only: the ordering policy's job set and counts.
+    virtual = d.policy_state.virtual
+    assert {k: len(v) for k, v in d.allocation.items()} == {k: len(v) for k, v in virtual.items()}
+
+
+@settings(
+    max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(
+    snap=synergy_snapshots(),
+    opt=st.booleans(),
+    order=st.sampled_from(ORDERS),
+    dt=st.floats(1.0, 5000.0),
+)
+def test_decide_never_violates_gang_or_capacity(snap, opt, order, dt) -> None:
+    """SynergyTune and SynergyOpt ``decide`` on arbitrary snapshots, twice (the second call
+    later, with the first allocation applied and the state carried): every decision holds
+    gangs whole, no GPU twice, and no machine's CPUs or memory oversubscribed; R3 holds."""
+    knobs = {"lease_s": 60.0} if order == "themis" else {}
+    name = "synergy-opt" if opt else "synergy-tune"
+    policy = make_policy(
+        name, order=order, order_knobs=knobs, **({"time_limit_s": 5.0} if opt else {})
+    )
+    d = policy.decide(snap)
+    _check_synergy_decision(snap, d)
+    jobs = tuple(
+        replace(
+            j,
+            held=d.allocation.get(j.job_id, frozenset()),
+            grant=d.grants.get(j.job_id) if d.allocation.get(j.job_id) else None,
+            attained_gpu_s=j.attained_gpu_s + dt * len(d.allocation.get(j.job_id, ())),
+        )
+        for j in snap.jobs
+    )
+    snap2 = Snapshot(snap.now + dt, snap.cluster, jobs, d.policy_state)
+    _check_synergy_decision(snap2, policy.decide(snap2))

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from arbiter.cli import main
+from arbiter.policies import POLICIES
 
 GAVEL = ["--trace", "gavel/max_min_fairness.trace", "--cluster", "gavel:4:4:4"]
 
@@ -101,3 +102,28 @@ def test_compare_synergy_with_cpu_mem_sensitivity(capsys) -> None:
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:]}
     makespan = {p: float(r[9].replace(",", "")) for p, r in rows.items()}
     assert makespan["fifo"] / makespan["synergy-tune"] > 1.2
+
+
+TINY_POLLUX = (
+    "name,time,application,num_replicas,batch_size\n"
+    "cifar10-0,0,cifar10,4,2048\n"
+    "ncf-1,10,ncf,1,1024\n"
+    "cifar10-2,20,cifar10,2,1024\n"
+    "ncf-3,30,ncf,1,1024\n"
+    "yolov3-4,40,yolov3,2,16\n"
+    "ncf-5,50,ncf,1,1024\n"
+)
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_simulate_runs_every_registered_policy(policy: str, tmp_path) -> None:
+    """``yarn-arbiter simulate --policy X`` runs every registered policy to the end on a tiny
+    Pollux trace (measured throughput curves, so afs-l/-p run elastic)."""
+    trace, out = tmp_path / "tiny.csv", tmp_path / "out.json"
+    trace.write_text(TINY_POLLUX)
+    code = main(["simulate", "--trace", str(trace), "--cluster", "nodes:2:4", "--policy", policy,
+                 "--no-progress", "--json", str(out)])  # fmt: skip
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["jobs"] == 6 and doc["finished"] == 6
+    assert doc["avg_jct_s"] > 0 and 0 < doc["utilization"] <= 1

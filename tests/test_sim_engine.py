@@ -306,6 +306,41 @@ def _two_jobs() -> list[SimJob]:
     return [SimJob("a", 0.0, 2, 10.0, PERF), SimJob("b", 0.0, 2, 10.0, PERF)]
 
 
+@dataclass(frozen=True)
+class ElasticScripted(Scripted):
+    elastic: bool = True
+
+
+@dataclass(frozen=True)
+class Linear:
+    """Rate = number of GPUs: a throughput curve (unlike SlowdownPerf, rated per whole gang)."""
+
+    def rate(self, placement) -> float:
+        return float(placement.num_gpus)
+
+
+def test_elastic_policy_runs_partial_gangs_only_with_a_throughput_curve() -> None:
+    """Under an ``elastic`` policy a job runs on a partial gang at ``perf.rate`` of its share,
+    unless its perf model is rated per whole gang: then it hoards the share idle until it holds
+    its gang. nodes:1:2; ``a`` (linear curve) and ``b`` (SlowdownPerf), gangs of 2, work 10.
+    One GPU each until ``a`` is done: a at rate 1 ends at 10; b waits, then runs 10 s on both."""
+    cluster = shorthand_cluster("nodes:1:2")
+    g = _ids(cluster)
+    jobs = [SimJob("a", 0.0, 2, 10.0, Linear()), SimJob("b", 0.0, 2, 10.0, PERF)]
+
+    def one_each(s: Snapshot):
+        ids = {j.job_id for j in s.jobs}
+        return {"a": frozenset(g[:1]), "b": frozenset(g[1:])} if "a" in ids else {"b": frozenset(g)}
+
+    res = {r.job_id: r for r in simulate(jobs, cluster, ElasticScripted(one_each)).jobs}
+    assert (res["a"].start_s, res["a"].finish_s, res["a"].busy_gpu_s) == (0.0, 10.0, 10.0)
+    assert (res["b"].start_s, res["b"].finish_s) == (10.0, 20.0)
+    assert (res["b"].busy_gpu_s, res["b"].gpu_time_s) == (20.0, 30.0)  # 10 GPU-s hoarded
+    # Not elastic: neither runs on one GPU, so nothing would ever happen.
+    with pytest.raises(PolicyError, match="nothing scheduled"):
+        simulate(jobs, cluster, Scripted(lambda s: {"a": frozenset(g[:1]), "b": frozenset(g[1:])}))
+
+
 def test_double_allocation_rejected() -> None:
     cluster = shorthand_cluster("nodes:1:4")
     g = _ids(cluster)

@@ -15,29 +15,36 @@ Seed sections implemented (``Lnnn`` = line of ``seeds/004_9867e882fd5dc007.txt``
 
 Decisions on the spec's errata and open choices:
 
-* **Elastic shares vs gang semantics.** AFS gives a job any number of GPUs up to what helps it
-  (L64, L123), but today's simulator runs a job only while it holds its whole gang (a job holding
-  fewer hoards them idle). Knob ``elastic``:
+* **Elastic by default** (AFS is an elastic allocator: a job gets any number of GPUs up to what
+  helps it, L64, L123). Knob ``elastic``:
 
-  - ``False`` (default, what the current engine can run): a job's only share is its gang, so its
-    curve has one point and the pairwise rule never fires (no job can take an extra GPU).
-    Algorithm 1 then degenerates to its stage one with whole gangs: AFS-L admits jobs by
-    remaining time on their gang, shortest first (preemptive SRTF); AFS-P by counter with the
-    non-preemptive quantum. Gangs that do not fit are skipped so smaller ones behind them run
-    (backfilling, as ``las`` does).
-  - ``True``: ``JobView.gang`` is read as the job's maximum and a share is any 0 <= n <=
-    min(gang, peak). This needs a driver that runs a job on any non-empty share at
-    ``perf.rate(placement)``. The engine change: read ``getattr(policy, "elastic", False)`` as
-    it reads ``preemptive``; in ``_apply`` run a job when ``new and (elastic or len(new) >=
-    gang)``; count busy and attained GPU-seconds with ``len(held)`` instead of ``gang``; and
-    take the placement score over running seconds rather than busy GPU-seconds / gang.
+  - ``True`` (default): ``JobView.gang`` is read as the job's maximum and a share is any
+    0 <= n <= min(gang, peak). The simulator runs such shares (``arbiter/sim/engine.py`` runs a
+    job on a partial gang at ``perf.rate`` of that share when the policy declares ``elastic``),
+    so ``yarn-arbiter simulate --policy afs-l`` is AFS. *Where the model supports it:* a job
+    whose perf model is rated per whole gang (:func:`~arbiter.policies.base.rated_per_gang`:
+    Philly, Tiresias and Synergy durations, Gavel readings) has no throughput curve, and the
+    engine will not run it on fewer GPUs than its gang. A decision whose snapshot holds such a
+    job is therefore made in gang mode (below) for every job of that snapshot; on the shipped
+    traces this means AFS is elastic on the Pollux workloads (measured curves) and in the live
+    arbiter (no perf model: linear curves, CoDDL's L301), and in gang mode on every other trace.
+    In the live arbiter an app may hence be leased fewer GPUs than it asked for; the policy
+    declares ``holds_partial_gangs`` so the live driver shows it the partial share it holds
+    (otherwise the share would look lost and be re-placed, with revocations, every round). An
+    AM that cannot run on fewer GPUs should be served with ``elastic=false``.
+  - ``False``: a job's only share is its gang, so its curve has one point and the pairwise rule
+    never fires (no job can take an extra GPU). Algorithm 1 then degenerates to its stage one
+    with whole gangs: AFS-L admits jobs by remaining time on their gang, shortest first
+    (preemptive SRTF); AFS-P by counter with the non-preemptive quantum. Gangs that do not fit
+    are skipped so smaller ones behind them run (backfilling, as ``las`` does). This is the
+    non-elastic ablation, not AFS.
 
 * **Curves** (spec §6, §12.11): p(n) = ``perf.rate`` on the best placement of n GPUs of an empty
   cluster (:func:`~arbiter.policies.base.ideal_rate`; NaN, i.e. no type runs it, counts as 0).
   Only perf models whose rate depends on the GPU count give meaningful curves: the Pollux
   models do (measured step time at the local batch B/n, fixed global batch as in CoDDL, L313).
-  Philly, Tiresias and Synergy jobs (``SlowdownPerf``) and Gavel jobs are rated per whole gang,
-  so their curves are flat and AFS gives them one GPU. With ``perf`` None (the live arbiter,
+  Philly, Tiresias and Synergy jobs (``SlowdownPerf``) and Gavel jobs are rated per whole gang
+  (no curve), so they are scheduled in gang mode (above). With ``perf`` None (the live arbiter,
   which gets no throughput reports yet) curves are linear, p(n) = n: CoDDL's "assume linear
   scalability first" (L301). With linear curves (3) holds only when the shorter job holds >= 2
   GPUs more than the other, so shares come out nearly max-min fair, like AFS-S (L532).
@@ -93,7 +100,14 @@ from types import MappingProxyType
 
 from arbiter.cluster import Cluster
 from arbiter.placement import placement_of
-from arbiter.policies.base import Decision, FreePool, JobView, Snapshot, ideal_rate
+from arbiter.policies.base import (
+    Decision,
+    FreePool,
+    JobView,
+    Snapshot,
+    ideal_rate,
+    rated_per_gang,
+)
 
 __all__ = [
     "DEFAULT_QUANTUM_S",
@@ -476,7 +490,7 @@ class AfsState:
 class _Afs:
     name: str = "afs"
     round_s: float | None = None  # decide at every arrival, completion and eviction
-    elastic: bool = False  # module docstring: True needs a driver that runs partial gangs
+    elastic: bool = True  # module docstring: gang mode is the non-elastic ablation
     network_packing: bool = True  # App. E regulation and placement (elastic mode)
     tie_break: str = "random"  # AFS-P's winner when (3) holds in neither ordering
     seed: int = 0
@@ -484,6 +498,11 @@ class _Afs:
     def __post_init__(self) -> None:
         if self.tie_break not in ("random", "fewest"):
             raise ValueError(f"tie_break must be 'random' or 'fewest', got {self.tie_break!r}")
+
+    @property
+    def holds_partial_gangs(self) -> bool:
+        """The live driver shows an app the partial share it holds (module docstring)."""
+        return self.elastic
 
     def _decide(
         self, snapshot: Snapshot, *, length_aware: bool, quantum_s: float | None
@@ -509,7 +528,7 @@ class _Afs:
         rng = random.Random(f"{self.seed}:{now!r}") if self.tie_break == "random" else None
         curves = {j: c for j, c in prev.curves.items() if j in by_id}
 
-        if self.elastic:
+        if self.elastic and not any(rated_per_gang(j.perf) for j in jobs):
             alloc, counter_regime = self._elastic(
                 snapshot, by_id, curves, counter, protected, rng, length_aware, quantum_s
             )

@@ -8,7 +8,11 @@ never on the policy object, so one policy object can serve many simulations.
 
 ``Decision.allocation`` names every job that holds GPUs after the call and exactly which GPUs;
 a running job left out is preempted. A job runs only while it holds ``gang`` GPUs (gang
-semantics); a job holding fewer (YARN-style container hoarding) holds them idle.
+semantics); a job holding fewer (YARN-style container hoarding) holds them idle. Exception: a
+policy declaring ``elastic = True`` (AFS) may run a job on any non-empty share up to its gang,
+at ``perf.rate`` of that share, unless the job's perf model is rated per whole gang
+(:func:`rated_per_gang`: its work is "seconds on the requested GPUs", so it has no throughput
+curve and a partial share would be a free speed-up); such a job still needs its whole gang.
 
 CPU and memory (Synergy, issue 8): ``Decision.grants`` may give a job that holds GPUs a total of
 ``(cpus, mem_gb)``, split over its machines in proportion to its GPUs there (Synergy's rule R2);
@@ -46,6 +50,7 @@ __all__ = [
     "admit_and_place",
     "check_grants",
     "machine_usage",
+    "rated_per_gang",
 ]
 
 
@@ -293,6 +298,14 @@ class FreePool:
             self.by_machine[m] = [g for g in self.by_machine[m] if g not in chosen]
         self.size -= n
         return frozenset(best)
+
+
+def rated_per_gang(perf: Any) -> bool:
+    """True if ``perf`` rates a job only on its whole gang (no throughput curve over GPU
+    counts: Philly/Tiresias/Synergy durations, Gavel readings), so an elastic policy must not
+    run it on fewer GPUs (module docstring). None (the live arbiter) is not: CoDDL assumes
+    linear scaling until measured."""
+    return bool(getattr(perf, "rated_per_gang", False))
 
 
 def ideal_rate(cluster: Cluster, gang: int, perf: Any) -> float:

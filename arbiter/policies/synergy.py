@@ -68,6 +68,14 @@ Decisions on the spec's open choices (spec §14) and errata:
   counts as "at or below proportional" only if it is so on every server; Opt weighs the
   proportional configuration by that floor, which is exact on the homogeneous clusters the
   paper assumes (§1). The appendix's 1/n fair baseline is not used.
+* **Live arbiter** (``yarn-arbiter serve``, :mod:`arbiter.core`): only the GPU half of a
+  decision takes effect. The driver turns ``Decision.allocation`` into GPU leases and ignores
+  ``Decision.grants``: leases carry GPUs only, and YARN sizes each container's vcores and
+  memory from the AM's own request. Live apps also report no sensitivity
+  (``JobView.sensitivity`` is None), so Synergy treats them as insensitive and would grant
+  them their GPU-proportional share anyway; ``synergy-tune``/``-opt`` therefore behave live as
+  their ``order`` policy with Synergy's placement. The CPU/memory mechanism is exercised in the
+  simulator only (engine: ``rate_with`` of the grant, checked per machine).
 * Units: CPUs in cores, memory in GB, the reference's per-GPU grid (spec §14.14).
 * Storage bandwidth (the reference's fourth dimension) and profiling time are not modelled.
 
@@ -89,6 +97,7 @@ from typing import Any
 import highspy
 import numpy as np
 
+from arbiter.auction import quiet_highs
 from arbiter.cluster import Cluster
 from arbiter.policies.base import Decision, JobView, Policy, PolicyError, Snapshot
 
@@ -531,8 +540,7 @@ def opt_pack(
     lp.a_matrix_.index_ = np.asarray([c for r in rows for c in r[0]], dtype=np.int32)
     lp.a_matrix_.value_ = np.asarray([v for r in rows for v in r[1]], dtype=np.float64)
     lp.integrality_ = [highspy.HighsVarType.kInteger] * n
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = quiet_highs()
     h.setOptionValue("threads", 1)
     h.setOptionValue("mip_rel_gap", 0.0)
     h.setOptionValue("mip_abs_gap", 1e-7)

@@ -81,7 +81,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--policy-knobs",
-        help="knobs per policy: 'afs-l:elastic=true;tiresias:queues=3,promote_knob=8' (names "
+        help="knobs per policy: 'afs-l:elastic=false;tiresias:queues=3,promote_knob=8' (names "
         "as in each policy's docstring)",
     )
     p.add_argument(

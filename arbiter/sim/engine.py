@@ -9,11 +9,15 @@ ends). Between events every running job progresses at its placement's rate
   arrival waits for the next round and GPUs freed mid-round idle until it (Gavel's rounds).
 
 The engine applies each decision and checks it as it goes (every GPU in the cluster and held
-once, no gang exceeded, only active jobs): a violation raises :class:`PolicyError`. Jobs run
-only with their whole gang; no policy of this issue is elastic (a job never runs on fewer or
-more GPUs than its trace asks for), so a decision giving a job more than its gang is an error.
-Ties are broken by arrival time then job id, and policies get a
-seed, so a run is deterministic.
+once, no gang exceeded, only active jobs): a violation raises :class:`PolicyError`. A decision
+giving a job more than its gang is an error. Jobs run only with their whole gang, except under
+a policy declaring ``elastic = True`` (AFS, issue 8): there a job runs on any non-empty share up
+to its gang at ``perf.rate`` of that share (partial gangs), and busy and attained GPU-seconds
+count the GPUs it holds. A job whose perf model is rated per whole gang
+(:func:`~arbiter.policies.base.rated_per_gang`: Philly, Tiresias, Synergy and Gavel jobs have
+no throughput curve) still needs its whole gang under an elastic policy, so no trace gets a
+free speed-up from a share its data never measured. Ties are broken by arrival time then job
+id, and policies get a seed, so a run is deterministic.
 
 CPU and memory (Synergy, issue 8): a job whose perf model has ``rate_with`` (a
 :class:`~arbiter.sim.perf.ResourcePerfModel`) runs at ``rate_with(placement, cpus, mem_gb)``
@@ -50,6 +54,7 @@ from arbiter.policies.base import (
     Snapshot,
     check_grants,
     ideal_rate,
+    rated_per_gang,
 )
 from arbiter.sim.perf import SimJob
 
@@ -354,7 +359,8 @@ def _apply(decision, active, owner, cluster, t, busy, held_total, name, elastic=
         run.held = new
         run.version += 1
         held_total += len(new)
-        if new and (elastic or len(new) >= run.job.gang):
+        partial_ok = elastic and not rated_per_gang(run.job.perf)  # module docstring
+        if new and (partial_ok or len(new) >= run.job.gang):
             placement = placement_of(cluster, new)
             run.place_rate = run.job.perf.rate(placement)
             run.grant = _grant(decision, cluster, run, new)

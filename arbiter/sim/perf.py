@@ -62,7 +62,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from arbiter.cluster import DEFAULT_CPUS_PER_GPU, DEFAULT_MEM_GB_PER_GPU
 from arbiter.datasets import data_root
@@ -180,6 +180,7 @@ class SynergyPerf:
     sensitivity: Sensitivity
     slowdown_model: SlowdownModel = field(default_factory=LocalityModel)
     reference: tuple[float, float] = (DEFAULT_CPUS_PER_GPU, DEFAULT_MEM_GB_PER_GPU)
+    rated_per_gang: ClassVar[bool] = True  # work is per whole gang: no throughput curve
 
     def rate(self, placement: Placement) -> float:
         return self.sensitivity.speed(*self.reference) / self.slowdown_model.slowdown(placement)
@@ -283,6 +284,7 @@ class SlowdownPerf:
     """rate = 1 / S(G): work is seconds on an ideal placement."""
 
     slowdown_model: SlowdownModel = field(default_factory=LocalityModel)
+    rated_per_gang: ClassVar[bool] = True  # work is per whole gang: no throughput curve
 
     def rate(self, placement: Placement) -> float:
         return 1.0 / self.slowdown_model.slowdown(placement)
@@ -296,6 +298,7 @@ class GavelModel:
     scale_factor: int
     rates: Mapping[str, float]  # worker type (or "<type>_unconsolidated") -> steps/s
     placement_blind: bool = False  # Gavel's own simulator: consolidated rate wherever it runs
+    rated_per_gang: ClassVar[bool] = True  # one reading per (job type, scale factor)
 
     @classmethod
     def from_table(
