@@ -249,6 +249,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         environ[env_name("arbiter.policy")] = args.policy
     if args.policy_knobs is not None:
         environ[env_name("arbiter.policy.knobs")] = args.policy_knobs
+    if args.metrics_port is not None:
+        environ[env_name("arbiter.metrics.port")] = str(args.metrics_port)
     from yarn_bridge.bridge_cli import bridge_settings
 
     bridge = bridge_settings(args, environ)  # None unless --rm-url or $YARN_ARBITER_RM_URL
@@ -347,6 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--policy-knobs", help="the policy's knobs as name=value,... (arbiter.policy.knobs)"
+    )
+    serve.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus /metrics and /healthz on this HTTP port (arbiter.metrics.port; "
+        "0: any free port; bound to arbiter.metrics.bind-host, default 127.0.0.1)",
     )
     from yarn_bridge.bridge_cli import add_serve_arguments
 

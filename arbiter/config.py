@@ -212,6 +212,22 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
                 "gRPC listen port (0: any free port)",
             ),
             Property(
+                "arbiter.metrics.port",
+                -1,
+                int,
+                lambda v: -1 <= v <= 65535,
+                "a port in [0, 65535], or -1",
+                "HTTP port of /metrics (Prometheus) and /healthz (-1: off, 0: any free port)",
+            ),
+            Property(
+                "arbiter.metrics.bind-host",
+                "127.0.0.1",
+                str,
+                lambda v: bool(v.strip()),
+                "a host name or address",
+                "address /metrics listens on (0.0.0.0 to expose it)",
+            ),
+            Property(
                 "arbiter.grpc.max-message-bytes",
                 4 * 1024 * 1024,
                 int,

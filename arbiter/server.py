@@ -23,6 +23,7 @@ from arbiter.config import Config
 from arbiter.core import ArbiterCore
 from arbiter.decider import Decider, ProcessDecider, decide_inline
 from arbiter.journal import SQLiteJournal, new_token
+from arbiter.metrics import MetricsServer
 from arbiter.service import build_server
 
 if TYPE_CHECKING:
@@ -91,6 +92,20 @@ class RunningArbiter:
             self._shutdown_loop()
             self.journal.close()
             raise
+        self.metrics: MetricsServer | None = None
+        if config["arbiter.metrics.port"] >= 0:
+            try:
+                self.metrics = MetricsServer(
+                    self.core, config["arbiter.metrics.port"], config["arbiter.metrics.bind-host"]
+                )
+            except OSError as exc:
+                self._call(self.server.stop(0))
+                self._shutdown_loop()
+                self.journal.close()
+                raise OSError(
+                    f"arbiter.metrics.port {config['arbiter.metrics.port']} on "
+                    f"{config['arbiter.metrics.bind-host']}: {exc.strerror or exc}"
+                ) from None
         self._tick = tick_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop_ticks, name="scheduler", daemon=True)
@@ -112,10 +127,14 @@ class RunningArbiter:
     def start(self) -> RunningArbiter:
         self._call(self.server.start())
         self._thread.start()
+        if self.metrics is not None:
+            self.metrics.start()
         return self
 
     def stop(self, grace: float = 1.0) -> None:
         self._stop.set()
+        if self.metrics is not None:
+            self.metrics.stop()
         self._call(self.server.stop(grace))
         self._thread.join(timeout=5)
         self._shutdown_loop()
@@ -171,7 +190,8 @@ def serve_forever(
     )
     print(
         f"yarn-arbiter: serving {cluster.name} ({cluster.num_gpus} GPUs) on port {arbiter.port}; "
-        f"admin token in {token_path}",
+        f"admin token in {token_path}"
+        + (f"; metrics at {arbiter.metrics.url}" if arbiter.metrics is not None else ""),
         flush=True,
     )
     done = threading.Event()

@@ -1,6 +1,6 @@
-"""``yarn-arbiter admin`` against a served arbiter over a real socket: state, apps, leases, a
-knob change, a drain, and the refusals (wrong credential, bad knob, unknown machine, no
-arbiter), each leaving the arbiter unchanged."""
+"""Operator tools against a served arbiter over real sockets: ``yarn-arbiter admin`` (state,
+apps, leases, a knob change, a drain, and the refusals: wrong credential, bad knob, unknown
+machine, no arbiter, each leaving the arbiter unchanged) and the ``/metrics`` page."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 
 from arbiter.cli import main
@@ -33,6 +34,7 @@ def served(tmp_path: Path) -> Iterator[tuple[RunningArbiter, Path]]:
         "ARBITER_POLICY_INTERVAL_SECONDS": "0.3",
         "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.05",
         "ARBITER_LEASE_SECONDS": "120",
+        "ARBITER_METRICS_PORT": "0",
     }
     arb = RunningArbiter(load_cluster("nodes:2:4"), load_config(environ=env), admin_token=ADMIN)
     arb.start()
@@ -151,3 +153,92 @@ def test_refusals_are_clear_and_change_nothing(
     argv = ["admin", "--address", f"localhost:{port}", "--token-file", str(token)]
     assert main([*argv, "--timeout", "2", "state"]) == 2
     assert f"no arbiter reachable at localhost:{port}" in capsys.readouterr().err
+
+
+def scrape(arb: RunningArbiter) -> dict[str, float]:
+    assert arb.metrics is not None
+    r = httpx.get(arb.metrics.url, timeout=5)
+    assert r.status_code == 200 and r.headers["content-type"].startswith(
+        "text/plain; version=0.0.4"
+    )
+    out = {}
+    for line in r.text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_page_follows_the_arbiter(served: tuple[RunningArbiter, Path]) -> None:
+    arb, _ = served
+    page = scrape(arb)
+    assert page['yarn_arbiter_info{policy="las",cluster="nodes:2:4"}'] == 1
+    assert page["yarn_arbiter_gpus_total"] == 8 and page['yarn_arbiter_gpus{state="free"}'] == 8
+    assert page['yarn_arbiter_apps{connected="true"}'] == 0
+    s = Session(arb, 3)
+    try:
+        page = scrape(arb)
+        assert page['yarn_arbiter_gpus{state="leased"}'] == 3
+        assert page['yarn_arbiter_gpus{state="free"}'] == 5
+        assert page['yarn_arbiter_leases{source="policy"}'] == 1
+        assert page['yarn_arbiter_apps{connected="true"}'] == 1
+        machine = arb.core.cluster.gpu(s.gpus[0]).machine
+        other = next(m.name for m in arb.core.cluster.machines if m.name != machine)
+        arb.core.drain(other, 0.0)
+        page = scrape(arb)
+        assert page['yarn_arbiter_gpus{state="drained"}'] == 4
+        assert page['yarn_arbiter_gpus{state="free"}'] == 1  # free = offerable
+    finally:
+        s.close()
+    arb.core.register_query("q")
+    page = scrape(arb)
+    assert page["yarn_arbiter_query_jobs"] == 1 and page["yarn_arbiter_analytics_jobs"] == 1
+    assert httpx.get(arb.metrics.url.replace("/metrics", "/healthz"), timeout=5).text == "ok\n"
+    assert httpx.get(arb.metrics.url.replace("/metrics", "/x"), timeout=5).status_code == 404
+
+
+def test_metrics_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {
+            "ARBITER_GRPC_PORT": "0",
+            "ARBITER_JOURNAL_PATH": str(tmp_path / "journal.db"),
+            "ARBITER_METRICS_PORT": str(port),
+        }
+        with pytest.raises(OSError, match=f"arbiter.metrics.port {port} on 127.0.0.1"):
+            RunningArbiter(load_cluster("nodes:1:2"), load_config(environ=env), admin_token="a")
+    # the journal was closed: a second arbiter opens it
+    env["ARBITER_METRICS_PORT"] = "-1"
+    RunningArbiter(
+        load_cluster("nodes:1:2"), load_config(environ=env), admin_token="a"
+    ).start().stop(0)
+
+
+def test_serve_metrics_port_flag(tmp_path: Path) -> None:
+    """``yarn-arbiter serve --metrics-port``: the daemon prints where its metrics are and
+    serves them until SIGTERM."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "admin").write_text("adm\n")
+    env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin"),
+           "ARBITER_AUCTION_WORKER_PROCESS": "false"}  # fmt: skip
+    cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--cluster", "nodes:1:2", "--port", "0",
+           "--journal", str(tmp_path / "j.db"), "--metrics-port", "0"]  # fmt: skip
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline().decode()
+        assert "; metrics at http://127.0.0.1:" in line, line
+        url = line.rsplit("metrics at ", 1)[1].strip()
+        page = httpx.get(url, timeout=5).text
+        assert 'yarn_arbiter_gpus{state="free"} 2' in page
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(30) == 0
+    finally:
+        server.kill()
+        server.wait()
