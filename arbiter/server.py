@@ -1,9 +1,12 @@
 """Running the arbiter: gRPC server + scheduler loop, standalone (``yarn-arbiter serve``).
 
-Standalone mode manages a declared cluster with no YARN (the ResourceManager link arrives with
-the yarn_bridge issue). The admin credential comes from ``arbiter.admin.token-file``; when that
-key is empty a fresh token is generated and written, mode 0600, beside the journal as
-``<journal>.admin-token``, and its path is logged, never the token itself.
+Standalone mode manages a declared cluster with no YARN; with ``--rm-url`` the cluster comes
+from the ResourceManager and the YARN bridge runs beside the arbiter (``yarn_bridge``).
+
+The admin credential comes from ``arbiter.admin.token-file``; when that key is empty a fresh
+token is generated and written, mode 0600, beside the journal as ``<journal>.admin-token``, and
+its path is logged, never the token itself. With ``arbiter.metrics.port`` set, a Prometheus
+``/metrics`` page runs beside the gRPC server (:mod:`arbiter.metrics`).
 """
 
 from __future__ import annotations
