@@ -27,6 +27,7 @@ import queue
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -166,6 +167,10 @@ class ArbiterCore:
         for key, value in snap.knobs.items():
             self.config = self.config.with_value(key, value, source="journal")
         self.sessions: dict[str, _Session] = {}
+        # gRPC calls by method and refusals by status code, counted by the service shell for
+        # /metrics (arbiter.metrics); plain counters, no lock (an increment is atomic enough)
+        self.rpc_calls: Counter[str] = Counter()
+        self.rpc_refused: Counter[str] = Counter()
         self.rho_reports: dict[str, float] = {}
         self.progress: dict[str, dict[str, float]] = {}
         self.pending: PendingRound | None = None

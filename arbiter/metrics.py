@@ -8,8 +8,8 @@ health service stays the check for gRPC clients).
 What is exported (gauges unless noted): GPUs by state (free, leased, drained, in the cluster),
 live leases by source (auction, leftover, policy), registered apps (connected or not), Hive
 query jobs and their share subscribers, QOOP's |J| (queries plus external analytics apps seen
-on YARN) and the share epoch, the Themis round (a counter) and an info series naming the policy
-and the cluster.
+on YARN) and the share epoch, the Themis round (a counter), gRPC calls by method and refusals
+by status code since start (counters), and an info series naming the policy and the cluster.
 
 Decisions: aggregates only, no per-app series (app names and users are not published on an
 unauthenticated port, and a per-app series would grow with every app ever registered; the
@@ -54,6 +54,8 @@ def render_metrics(core: ArbiterCore) -> str:
         epoch = core.epoch
         policy = core.config["arbiter.policy"]
         cluster = core.cluster
+        calls = sorted(core.rpc_calls.items())
+        refused = sorted(core.rpc_refused.items())
     all_gpus = {g.id for g in cluster.gpus}
     leased = {g for lease in leases for g in lease.gpus}
     drained_gpus = {g.id for g in cluster.gpus if g.machine in snap["drained"]} - leased
@@ -109,6 +111,18 @@ def render_metrics(core: ArbiterCore) -> str:
         [("", queries + external)],
     )
     metric("yarn_arbiter_share_epoch", "counter", "Share changes pushed so far.", [("", epoch)])
+    metric(
+        "yarn_arbiter_rpc_calls_total",
+        "counter",
+        "gRPC calls received, by method.",
+        [(f'{{method="{_label(m)}"}}', n) for m, n in calls],
+    )
+    metric(
+        "yarn_arbiter_rpc_refused_total",
+        "counter",
+        "gRPC calls refused, by status code (bad input, credentials, unknown ids).",
+        [(f'{{code="{_label(c)}"}}', n) for c, n in refused],
+    )
     return "\n".join(out) + "\n"
 
 

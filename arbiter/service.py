@@ -56,6 +56,17 @@ _CAUSE = {
 }
 
 
+class _CountCalls(grpc.aio.ServerInterceptor):
+    """Counts every call by method name into ``core.rpc_calls`` (for ``/metrics``)."""
+
+    def __init__(self, core: ArbiterCore) -> None:
+        self.calls = core.rpc_calls
+
+    async def intercept_service(self, continuation, handler_call_details):
+        self.calls[handler_call_details.method.rsplit("/", 1)[-1]] += 1
+        return await continuation(handler_call_details)
+
+
 class _Bridge:
     """A queue the (threaded) core puts into and an asyncio handler awaits.
 
@@ -80,7 +91,11 @@ def _metadata(context: grpc.aio.ServicerContext, key: str) -> str | None:
     return None
 
 
-async def _abort(context: grpc.aio.ServicerContext, err: RequestError) -> None:
+async def _abort(
+    context: grpc.aio.ServicerContext, err: RequestError, core: ArbiterCore | None = None
+) -> None:
+    if core is not None:
+        core.rpc_refused[err.code.value] += 1
     if err.code in (Code.UNAUTHENTICATED, Code.PERMISSION_DENIED):
         log.warning("refused %s from %s: %s", err.code.value, context.peer(), err.message)
     await context.abort(_STATUS[err.code], err.message)
@@ -212,7 +227,7 @@ class AppMasterService(rpc.AppMasterServicer):
                 jobs=jobs,
             )
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         cfg = self.core.config
         return pb.RegisterAppResponse(
             app_id=app_id,
@@ -232,7 +247,7 @@ class AppMasterService(rpc.AppMasterServicer):
             app_id = first.hello.app_id
             self.core.authorize_app(token, app_id)
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         outbox = _Bridge()
         self.core.open_session(app_id, outbox, first.hello.resume_after_round)
 
@@ -275,7 +290,7 @@ class AppMasterService(rpc.AppMasterServicer):
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
             lease = self.core.renew(app_id, request.lease_id)
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         return pb.RenewLeaseResponse(lease=lease_to_pb(lease))
 
     async def ReleaseLease(self, request, context):
@@ -283,7 +298,7 @@ class AppMasterService(rpc.AppMasterServicer):
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
             gpus = self.core.release(app_id, request.lease_id, request.gpu_ids)
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         return pb.ReleaseLeaseResponse(released_gpu_ids=sorted(gpus))
 
     async def ReportProgress(self, request, context):
@@ -304,7 +319,7 @@ class AppMasterService(rpc.AppMasterServicer):
             now = self.core.clock()
             rho = self.core.rho_current(app_id, now)
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         return pb.ProgressAck(rho=rho)
 
 
@@ -322,7 +337,7 @@ class QueryShareService(rpc.QueryShareServicer):
         try:
             self.core.authorize_query(_metadata(context, "x-app-token"), request.job_id)
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         q = _Bridge()
         self.core.subscribe_share(request.job_id, q)
         try:
@@ -352,7 +367,7 @@ class QueryShareService(rpc.QueryShareServicer):
             self.core.authorize_query(_metadata(context, "x-app-token"), request.job_id)
             self.core.unregister_query(request.job_id)
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         return pb.UnregisterQueryResponse()
 
 
@@ -364,7 +379,7 @@ class AdminService(rpc.AdminServicer):
         try:
             self.core.authorize_admin(_metadata(context, "x-admin-token"))
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
 
     async def GetClusterState(self, request, context):
         await self._admin(context)
@@ -412,7 +427,7 @@ class AdminService(rpc.AdminServicer):
         try:
             key, previous = self.core.set_knob(request.key, request.value)
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         return pb.SetKnobResponse(key=key, value=request.value, previous_value=previous)
 
     async def DrainNode(self, request, context):
@@ -420,7 +435,7 @@ class AdminService(rpc.AdminServicer):
         try:
             revoked = self.core.drain(request.machine, request.grace_seconds)
         except RequestError as err:
-            await _abort(context, err)
+            await _abort(context, err, self.core)
         return pb.DrainNodeResponse(revoked_lease_ids=revoked)
 
 
@@ -451,6 +466,7 @@ async def build_server(core: ArbiterCore) -> tuple[grpc.aio.Server, int]:
     """
     limit = core.config["arbiter.grpc.max-message-bytes"]
     server = grpc.aio.server(
+        interceptors=[_CountCalls(core)],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

@@ -191,7 +191,13 @@ def test_metrics_page_follows_the_arbiter(served: tuple[RunningArbiter, Path]) -
     finally:
         s.close()
     arb.core.register_query("q")
+    wrong = rpc.AdminStub(grpc.insecure_channel(f"localhost:{arb.port}"))
+    with pytest.raises(grpc.RpcError):
+        wrong.ListApps(pb.ListAppsRequest(), metadata=[("x-admin-token", "nope")])
     page = scrape(arb)
+    assert page['yarn_arbiter_rpc_calls_total{method="RegisterApp"}'] == 1
+    assert page['yarn_arbiter_rpc_calls_total{method="ListApps"}'] == 1
+    assert page['yarn_arbiter_rpc_refused_total{code="PERMISSION_DENIED"}'] == 1
     assert page["yarn_arbiter_query_jobs"] == 1 and page["yarn_arbiter_analytics_jobs"] == 1
     assert httpx.get(arb.metrics.url.replace("/metrics", "/healthz"), timeout=5).text == "ok\n"
     assert httpx.get(arb.metrics.url.replace("/metrics", "/x"), timeout=5).status_code == 404
