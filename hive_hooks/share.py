@@ -30,6 +30,25 @@ Sources:
 Decisions: the share vector the planner reads is vcores and memory (GPUs are not in QOOP's
 vector; spec §0). A share of 0 vcores is passed on as it is; the executor still runs one stage
 at a time (HiveServer2 offers no way to hold a query at zero).
+
+**Tagging the query's YARN application** (spec ``yarn-hive-integration.md`` §3.3-3.4; the
+arbiter's YARN watcher, ``yarn_bridge/watcher.py``): a query registered with the arbiter is
+already one analytics job in QOOP's |J|; the Tez/MapReduce application Hive launches for it must
+not be counted a second time. The watcher skips apps tagged ``yarn-arbiter-query:<job_id>``
+(:func:`yarn_bridge.watcher.query_tag`, reused here, not re-implemented). :func:`tag_settings`
+gives the session settings that carry that tag, for the source's current registration:
+
+* ``hive.query.tag``: the spec's recipe (§3.4, ``set hive.query.tag=...``); Hive 3/4's
+  ``QueryState.setApplicationTag`` copies it into the Tez and MapReduce tags (§3.3);
+* ``tez.application.tags`` and ``mapreduce.job.tags``: the two settings that §3.3 names as
+  what reaches YARN; set directly too, so a Hive without ``hive.query.tag`` (2.x) passes the
+  tag through (Hive 3/4 rewrite them from ``hive.query.tag``, which carries the same tag).
+
+YARN tags are comma-separated sets: a value the user already set for one of these keys
+(``--hiveconf``) is kept and the tag appended. Only :class:`ArbiterShare` has a registration;
+every other source yields no settings. The Spark Thrift Server used as the local engine accepts
+and echoes these keys (``SET k``) but runs every query in its own single application, so there
+the tag is only observable as a session setting.
 """
 
 from __future__ import annotations
@@ -38,7 +57,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -48,9 +67,11 @@ from hive_hooks.errors import ShareSourceError
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from qoop_planner.model import Share
+from yarn_bridge.watcher import query_tag
 
 __all__ = [
     "DEFAULT_SHARE",
+    "TAG_KEYS",
     "ArbiterShare",
     "ManualShare",
     "ScriptedShare",
@@ -58,11 +79,40 @@ __all__ = [
     "ShareSource",
     "StaticShare",
     "as_share",
+    "tag_settings",
 ]
 
 log = logging.getLogger("qoop_hive.share")
 
 DEFAULT_SHARE = Share(vcores=4.0, memory_mb=8192.0)
+
+
+#: Session settings that carry the query's YARN application tag (module docstring).
+TAG_KEYS = ("hive.query.tag", "tez.application.tags", "mapreduce.job.tags")
+
+
+def tag_settings(source: object, user: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings that tag the YARN application of the query ``source`` is registered as
+    (empty if it is not registered with an arbiter). A value in ``user`` for one of the keys is
+    kept, the tag appended (YARN tags are comma-separated).
+
+    >>> s = ArbiterShare("localhost:1")
+    >>> tag_settings(s)
+    {}
+    >>> s.job_id = "query-00ab"
+    >>> tag_settings(s, {"mapreduce.job.tags": "etl"})["mapreduce.job.tags"]
+    'etl,yarn-arbiter-query:query-00ab'
+    """
+    job_id = getattr(source, "job_id", None) if isinstance(source, ArbiterShare) else None
+    if not job_id:
+        return {}
+    tag = query_tag(job_id)
+    user = user or {}
+    out = {}
+    for key in TAG_KEYS:
+        mine = [t for t in str(user.get(key, "")).split(",") if t.strip()]
+        out[key] = ",".join([*mine, tag] if tag not in mine else mine)
+    return out
 
 
 def as_share(value: Share | float | int) -> Share:

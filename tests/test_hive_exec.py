@@ -6,7 +6,8 @@ SQL run directly on the engine, as a multiset. Each scenario uses its own checkp
 runs do not reuse each other's checkpoints unless the test wants them to.
 
 Order matters at the end of the file: the connection-loss tests cut a TCP proxy in front of the
-server, and ``test_server_restart_mid_query`` stops and restarts the module's server (last).
+server, ``test_server_restart_mid_query`` stops and restarts the module's server, and
+``test_server_killed_mid_query`` SIGKILLs it and starts it again (last).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pyhive import hive
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
 from arbiter.server import RunningArbiter
-from hive_hooks.engine import HOST, LocalHiveServer, free_port
+from hive_hooks.engine import HOST, LocalHiveServer, free_port, metastore_in_use
 from hive_hooks.errors import EngineUnavailableError, QueryError, SettingError
 from hive_hooks.executor import QueryRunner, StageEvent
 from hive_hooks.registry import CheckpointRegistry, RetentionPolicy, show_tables
@@ -39,6 +40,7 @@ from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from qoop_planner.model import Plan, Progress, Share
 from qoop_planner.replan import rewrite
 from qoop_planner.tpc import load_tpc as tpc_queries
+from yarn_bridge.watcher import query_tag
 
 pytestmark = pytest.mark.slow
 
@@ -403,6 +405,83 @@ def test_arbiter_share_change_switches_a_running_query(
         arbiter.stop(0)
 
 
+def test_arbiter_registered_query_tags_its_yarn_app(
+    tmp_path: Path,
+    connect: Callable[[], Any],
+    registry: CheckpointRegistry,
+    queries: dict[int, str],
+) -> None:
+    """With the arbiter as share source, every connection the runner uses (control and stage
+    connections) carries the query's YARN tag ``yarn-arbiter-query:<job_id>`` (yarn_bridge's
+    ``query_tag``) in ``hive.query.tag`` and the Tez/MapReduce tag settings; a user's own tag is
+    kept. A later run without a registration takes the tag off again from every connection it
+    uses (connections are synced when used, so one the run did not use keeps the old value
+    until then)."""
+    env = {"ARBITER_GRPC_PORT": "0", "ARBITER_JOURNAL_PATH": str(tmp_path / "journal.db")}
+    arbiter = RunningArbiter(
+        load_cluster("themis-testbed"), load_config(environ=env), admin_token="t"
+    ).start()
+    opened: list[Any] = []
+
+    def recording_connect() -> Any:
+        conn = connect()
+        opened.append(conn)
+        return conn
+
+    def read_setting(conn: Any, key: str) -> str:
+        cur = conn.cursor()
+        cur.execute(f"SET {key}")
+        ((k, v),) = cur.fetchall()
+        assert k == key
+        return str(v)
+
+    job_ids: set[str] = set()
+
+    def hook(e: StageEvent) -> None:
+        if share.job_id is not None:
+            job_ids.add(share.job_id)
+            assert share.job_id in {j.job_id for j in arbiter.core.queries.values()}
+
+    try:
+        share = ArbiterShare(f"localhost:{arbiter.port}")
+        runner = QueryRunner(
+            recording_connect,
+            registry=registry,
+            checkpoint_db="ck_tagged",
+            share=share,
+            hiveconf={"mapreduce.job.tags": "etl"},
+            on_event=Events(hook),
+            metadata_ttl_s=0,  # every run describes its tables on the control connection
+        )
+        with runner:
+            res = runner.run(queries[3], query_id="tag-q3")
+            assert canon(res.rows) == canon(direct(connect, queries, 3))
+            assert len(job_ids) == 1
+            tag = query_tag(job_ids.pop())
+            assert tag.startswith("yarn-arbiter-query:")
+            assert len(opened) >= 2  # the control connection and at least one stage connection
+            for conn in opened:
+                assert read_setting(conn, "hive.query.tag") == tag
+                assert read_setting(conn, "tez.application.tags") == tag
+                assert read_setting(conn, "mapreduce.job.tags") == f"etl,{tag}"
+            # the same runner without an arbiter: connections it uses lose the tag
+            runner.share = StaticShare(4)
+            before = len(opened)
+            res = runner.run(queries[3], query_id="tag-q3-static")
+            assert canon(res.rows) == canon(direct(connect, queries, 3))
+            assert len(opened) == before  # the same (pooled) connections were reused
+            control = runner._control_conn
+            assert read_setting(control, "hive.query.tag") == ""
+            assert read_setting(control, "mapreduce.job.tags") == "etl"
+            stage_conns = [c for c in opened if c is not control]
+            untagged = [c for c in stage_conns if read_setting(c, "hive.query.tag") == ""]
+            assert untagged  # the stage connections run 2 used (synced when acquired)
+            for conn in untagged:
+                assert read_setting(conn, "mapreduce.job.tags") == "etl"
+    finally:
+        arbiter.stop(0)
+
+
 # ------------------------------------------------------------------------------ errors
 
 
@@ -650,6 +729,78 @@ def test_server_restart_mid_query(
         if e.stage_id in done_at:
             assert any(x.kind == "start" and x.stage_id == e.stage_id for x in log)
     assert len(done_at) == len({e.stage_id for e in events.of("done") if e.table})
+
+
+def assert_no_recompute(log: Sequence[Any]) -> dict[str, int]:
+    """No stage of a run's stage log starts again after it finished; stage id -> its ``done``."""
+    done_at = {e.stage_id: i for i, e in enumerate(log) if e.kind == "done" and e.table}
+    for i, e in enumerate(log):
+        if e.kind == "start" and e.stage_id in done_at:
+            assert i < done_at[e.stage_id], f"{e.stage_id} recomputed after it finished"
+    return done_at
+
+
+def test_server_killed_mid_query(
+    engine: LocalHiveServer,
+    connect: Callable[[], Any],
+    registry: CheckpointRegistry,
+    queries: dict[int, str],
+) -> None:
+    """HiveServer2 is SIGKILLed (process group, no shutdown) while a stage's CTAS runs, then
+    started again on the same work dir (Derby's lock files are left behind by the kill): the
+    run reconnects and finishes from the checkpoints made before the kill, never recomputing a
+    finished stage, and its result equals the direct SQL. Runs last: it kills the module's
+    server."""
+    expected = direct(connect, queries, 5)
+    lck = engine.work_dir / "metastore_db" / "dbex.lck"
+    crash: dict[str, Any] = {}
+
+    def kill_and_restart() -> None:
+        time.sleep(0.2)  # the stage's statement is in flight on the server
+        crash["done_before"] = {e.stage_id for e in events.of("done", "kill-q5") if e.table}
+        crash["in_use_before"] = metastore_in_use(engine.work_dir)
+        engine.kill()
+        crash["stale_lock"] = lck.exists()
+        crash["in_use_after"] = metastore_in_use(engine.work_dir)
+        engine.start()
+
+    def hook(e: StageEvent) -> None:
+        done = [x for x in events.all if x.kind == "done" and x.table]
+        if e.kind == "start" and len(done) >= 2 and "thread" not in crash:
+            crash["thread"] = threading.Thread(target=kill_and_restart, daemon=True)
+            crash["thread"].start()
+
+    events = Events(hook)
+    runner = QueryRunner(
+        connect,
+        registry=registry,
+        checkpoint_db="ck_kill",
+        on_event=events,
+        reconnect_timeout_s=180,
+    )
+    with runner:
+        res = runner.run(queries[5], query_id="kill-q5")
+    crash["thread"].join(timeout=180)
+    assert engine.running
+    assert crash["in_use_before"] and crash["stale_lock"] and not crash["in_use_after"]
+    assert canon(res.rows) == canon(expected)
+    assert res.reconnects == 1
+    assert events.of("lost"), "no stage was running when the server was killed"
+    log = registry.stage_log("kill-q5")
+    done_at = assert_no_recompute(log)
+    # what finished before the kill survived it (checkpoint tables on the restarted server)
+    assert len(crash["done_before"]) >= 2
+    assert crash["done_before"] <= set(done_at)
+    kept = {r.stage_id for r in registry.checkpoints("ck_kill")}
+    assert crash["done_before"] <= kept
+    assert {r.table for r in registry.checkpoints("ck_kill")} <= tables_of(connect, "ck_kill")
+    # the rerun of the query resumes from every checkpoint: nothing is computed again
+    again = Events()
+    runner = QueryRunner(connect, registry=registry, checkpoint_db="ck_kill", on_event=again)
+    with runner:
+        res2 = runner.run(queries[5], query_id="kill-q5-again")
+    assert canon(res2.rows) == canon(expected)
+    assert [e.stage_id for e in again.of("start")] == [res2.stages[-1].stage_id]  # final only
     print(
         "timings (s):",
         {

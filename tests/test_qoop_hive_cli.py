@@ -611,8 +611,6 @@ def test_gc_lists_then_drops_checkpoints(engine) -> None:
 
 @pytest.mark.slow
 def test_load_tpch(engine) -> None:
-    pytest.importorskip("hive_hooks.tpcload")
-    pytest.importorskip("duckdb_ext")
     data = str(engine["workdir"] / "tpc-data")
     code, out, err = run(
         ["load-tpch", "--scale", "0.01", "-u", engine["url"], "--silent", "--data-dir", data]
@@ -625,6 +623,35 @@ def test_load_tpch(engine) -> None:
     # an unreachable server: one clear line, before generating anything
     code, out, err = run(["load-tpch", "-u", "jdbc:hive2://127.0.0.1:1/d;auth=noSasl"])
     assert code == 1 and "cannot reach HiveServer2 at 127.0.0.1:1" in err
+
+
+@pytest.mark.slow
+def test_load_tpcds(engine) -> None:
+    """``load-tpcds`` at sf 0.01 (DuckDB's dsdgen, from the ``hive`` extra): 24 tables; a few
+    are read back through the engine with their DuckDB row counts and a column sum."""
+    data = str(engine["workdir"] / "tpc-data")
+    t0 = time.monotonic()
+    code, out, err = run(
+        ["load-tpcds", "--scale", "0.01", "-u", engine["url"], "--silent", "--data-dir", data,
+         "--database", "tpcds_small"]
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.startswith("loaded tpcds sf 0.01 into tpcds_small: 24 tables, 277,976 rows")
+    code, out, err = sql(engine, "--no-replan", "--outputformat=csv2", "--showHeader=false",
+                         "--silent", "-e", "SHOW TABLES IN tpcds_small")  # fmt: skip
+    assert code == 0, err
+    assert len([line for line in out.splitlines() if line.strip()]) == 24
+    code, out, err = sql(
+        engine, "--outputformat=csv2", "--silent", "-e",
+        "SELECT (SELECT count(*) FROM tpcds_small.store_sales) AS ss,"
+        " (SELECT count(*) FROM tpcds_small.date_dim) AS dd,"
+        " (SELECT count(*) FROM tpcds_small.customer) AS c,"
+        " (SELECT count(*) FROM tpcds_small.item) AS i,"
+        " (SELECT sum(ss_quantity) FROM tpcds_small.store_sales) AS q",
+    )  # fmt: skip
+    assert code == 0, err
+    assert out == "ss,dd,c,i,q\n28810,73049,1000,180,1397502\n"
+    print(f"load-tpcds sf 0.01 + checks: {time.monotonic() - t0:.1f} s")
 
 
 def test_console_script_is_installed() -> None:
