@@ -406,6 +406,14 @@ SMALL_QUERIES = [
     # EXISTS / NOT IN over the block's relations
     "SELECT a.id FROM a, b WHERE a.id = b.a_id AND EXISTS (SELECT 1 FROM c WHERE c.id = b.c_id "
     "AND c.h > 2) AND a.x NOT IN (SELECT e.v FROM e)",
+    # uncorrelated IN on one relation, its subquery over the same table under the same alias
+    # and over another table under an outer alias (TPC-H Q18's shape): a scan filter
+    "SELECT a.id, COUNT(*) FROM a, b, c WHERE a.id = b.a_id AND b.c_id = c.id AND b.id IN "
+    "(SELECT b.a_id FROM b GROUP BY b.a_id HAVING COUNT(*) > 3) AND c.id NOT IN "
+    "(SELECT a.e_id FROM d AS a WHERE a.id = 1) GROUP BY a.id",
+    # correlated IN, and IN over an outer CTE: residual, in the final stage
+    "WITH t AS (SELECT d.id AS id FROM d) SELECT a.id FROM a, b WHERE a.id = b.a_id AND b.g IN "
+    "(SELECT c.d_id FROM c WHERE c.id = a.x) AND a.x IN (SELECT t.id FROM t)",
 ]
 
 
@@ -415,6 +423,19 @@ def test_left_joins_move_above_inner_joins_only_when_that_keeps_the_graph_connec
     assert "LEFT JOIN e" in g.final_sql and g.residual == ("e.v IS NULL",)
     g = extract_join_graph(SMALL_QUERIES[1], ABC)
     assert g.deferred == 0 and [r.alias for r in g.relations] == ["b"]
+
+
+def test_uncorrelated_in_is_a_scan_filter_and_correlated_in_is_residual() -> None:
+    g = extract_join_graph(SMALL_QUERIES[-2], ABC)
+    filters = {r.alias: r.relation.filters for r in g.relations}
+    assert len(filters["b"]) == 1 and "IN (SELECT" in filters["b"][0]
+    assert len(filters["c"]) == 1 and filters["c"][0].startswith("NOT c.id IN (SELECT")
+    assert not filters["a"] and g.residual == ()
+    by_alias = {r.alias: r for r in g.relations}
+    assert by_alias["b"].filter_columns == {"id"} and by_alias["c"].filter_columns == {"id"}
+    g = extract_join_graph(SMALL_QUERIES[-1], ABC)
+    assert not any(r.relation.filters for r in g.relations)
+    assert len(g.residual) == 2
 
 
 @pytest.mark.parametrize("sql", SMALL_QUERIES)
