@@ -239,6 +239,18 @@ _CANCELLED_STATES = (3, 4)  # CANCELED, CLOSED
 # =========================================================================== public value types
 
 
+def _try_set(cur: Any, key: str, value: str) -> Exception | None:
+    """``SET key=value`` on ``cur``: None if the engine took it, its refusal if not; a lost
+    connection is raised (the caller reconnects)."""
+    try:
+        cur.execute(f"SET {key}={value}")
+    except Exception as e:
+        if is_connection_lost(e):
+            raise
+        return e
+    return None
+
+
 @dataclass(frozen=True)
 class StageEvent:
     """Something happened to a stage (or the plan) of a running query.
@@ -758,18 +770,10 @@ class QueryRunner:
     def _setup_session(self, conn: Any) -> None:
         cur = conn.cursor()
         for k, v in self.engine_settings.items():
-            try:
-                cur.execute(f"SET {k}={v}")
-            except Exception as e:
-                if is_connection_lost(e):
-                    raise
+            if (e := _try_set(cur, k, v)) is not None:
                 log.debug("engine setting %s=%s not accepted: %s", k, v, engine_message(e))
         for k, v in self.hiveconf.items():
-            try:
-                cur.execute(f"SET {k}={v}")
-            except Exception as e:
-                if is_connection_lost(e):
-                    raise
+            if (e := _try_set(cur, k, v)) is not None:
                 raise SettingError(f"setting {k}={v} rejected: {engine_message(e)}") from e
         with contextlib.suppress(Exception):
             cur.close()
@@ -785,11 +789,7 @@ class QueryRunner:
         try:
             for key in sorted({*have, *want}):
                 value = want.get(key, self.hiveconf.get(key, ""))
-                try:
-                    cur.execute(f"SET {key}={value}")
-                except Exception as e:
-                    if is_connection_lost(e):
-                        raise
+                if (e := _try_set(cur, key, value)) is not None:
                     log.warning("tag setting %s=%s not accepted: %s", key, value, engine_message(e))
         finally:
             with contextlib.suppress(Exception):
