@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hive_hooks.jdbc import JdbcUrl, JdbcUrlError, parse_jdbc_url
-from hive_hooks.output import FORMATS, write_result
+from hive_hooks.output import FORMATS, STREAMABLE, write_result
 
 __all__ = [
     "CliError",
@@ -472,18 +472,33 @@ class _Printer:
     def error(self, text: str) -> None:
         print(f"{PROG}: error: {text}", file=self.err, flush=True)
 
-    def result(self, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def result(
+        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, header: bool = True
+    ) -> None:
         a = self.args
         write_result(
             self.out,
             columns,
             rows,
             a.outputformat,
-            header=a.showHeader,
+            header=a.showHeader and header,
             delimiter=a.delimiterForDSV,
             null_empty=a.nullemptystring,
             quoting=a.quoting,
         )
+
+    def row_sink(self) -> Callable[[Sequence[str], Sequence[Sequence[Any]]], None] | None:
+        """For a row-by-row output format, a callback printing each batch of the final stage
+        as it arrives (the header once); None for ``table`` and ``json``, printed at the end."""
+        if self.args.outputformat not in STREAMABLE:
+            return None
+        first = [True]
+
+        def sink(columns: Sequence[str], batch: Sequence[Sequence[Any]]) -> None:
+            self.result(columns, batch, header=first[0])
+            first[0] = False
+
+        return sink
 
     def rows_line(self, n: int, seconds: float, extra: str = "") -> None:
         what = "No rows selected" if n == 0 else f"{n:,} row{'s' if n != 1 else ''} selected"
@@ -691,8 +706,10 @@ class _Replanner:
 
 
 def _run_query(rp: _Replanner, sql: str, printer: _Printer) -> None:
-    result = rp.runner().run(sql)
-    printer.result(result.columns, result.rows)
+    sink = printer.row_sink()
+    result = rp.runner().run(sql, on_rows=sink)
+    if sink is None or not result.streamed:  # buffered, or an empty result (its header)
+        printer.result(result.columns, result.rows)
     n = len(result.switches)
     extra = f"plan {short_plan(result.plan_id)}, {n} switch{'es' if n != 1 else ''}"
     if n:
@@ -708,7 +725,7 @@ def _run_query(rp: _Replanner, sql: str, printer: _Printer) -> None:
         extra += f", {len(result.reused)} checkpoint{'s' if len(result.reused) != 1 else ''} reused"
     if result.passthrough:
         extra = "ran as one statement (not decomposable into plans)"
-    printer.rows_line(len(result.rows), result.elapsed_s, "; " + extra)
+    printer.rows_line(result.row_count, result.elapsed_s, "; " + extra)
 
 
 def _explain(rp: _Replanner, sql: str, printer: _Printer) -> None:

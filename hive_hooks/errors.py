@@ -12,6 +12,8 @@ engine's own message where there is one) without a traceback.
   come back within the reconnect timeout after a connection was lost mid-query.
 * :class:`ShareSourceError`: the arbiter's QueryShare service refused or could not be reached.
 * :class:`SettingError`: a user ``hiveconf`` setting was rejected by the engine.
+* :class:`ResultInterruptedError` (a :class:`QueryError`): the connection died after part of a
+  streamed result had been delivered; rerun the query (its checkpoints are kept).
 
 :func:`engine_message` and :func:`is_connection_lost` classify the exceptions pyhive and thrift
 raise (pyhive's ``OperationalError`` carries the Thrift response; a dead server shows up as a
@@ -24,6 +26,7 @@ __all__ = [
     "EngineUnavailableError",
     "QoopHiveError",
     "QueryError",
+    "ResultInterruptedError",
     "SettingError",
     "ShareSourceError",
     "clean_engine_text",
@@ -69,6 +72,12 @@ class QueryError(QoopHiveError):
         self.sql = sql
         self.stage_id = stage_id
         self.query_id = query_id
+
+
+class ResultInterruptedError(QueryError):
+    """The connection died while the result was being streamed to the caller: the rows already
+    delivered cannot be taken back, so the run ends instead of resuming (rerun the query; its
+    checkpoints make that cheap)."""
 
 
 class EngineUnavailableError(QoopHiveError):

@@ -32,9 +32,10 @@ How a query runs (:meth:`QueryRunner.run`):
    a cancelled CTAS table is dropped), and the new plan resumes from every checkpoint it can use,
    including those of plans run earlier (backtracking).
 5. **The final stage** (the query's top: aggregates, ORDER BY, ...) runs as a plain query over
-   the root checkpoints and its rows are fetched with ``fetchmany``. Once it has started, share
-   changes no longer switch plans (every plan ends in the same final stage; switching then would
-   only discard the finished inputs).
+   the root checkpoints and its rows are fetched with ``fetchmany``: into the result, or, with
+   ``run(..., on_rows=...)``, handed to the caller batch by batch as they arrive (streaming; the
+   result then holds none). Once it has started, share changes no longer switch plans (every
+   plan ends in the same final stage; switching then would only discard the finished inputs).
 
 Decisions where the spec is silent or Hive differs from Tez:
 
@@ -74,7 +75,11 @@ Decisions where the spec is silent or Hive differs from Tez:
   ``lost``); the runner reconnects (every second, up to ``reconnect_timeout_s``), checks the
   registered checkpoints against the server's tables (a missing one is forgotten and
   recomputed), and continues from the checkpoints; finished stages are never recomputed. The
-  final stage's partial rows are discarded and it reruns. No server within the timeout:
+  final stage's partial rows are discarded and it reruns, unless some were already streamed to
+  the caller: those cannot be taken back, and rerunning would repeat them (the result has no
+  order to resume from in general), so the run ends with
+  :class:`~hive_hooks.errors.ResultInterruptedError` (decision; the checkpoints stay, so a
+  rerun repeats only the final stage). No server within the timeout:
   :class:`~hive_hooks.errors.EngineUnavailableError`.
 * **Errors**: a stage the engine rejects raises :class:`~hive_hooks.errors.QueryError` with the
   engine's message after cancelling the other running stages; checkpoints stay registered.
@@ -159,6 +164,7 @@ from hive_hooks.errors import (
     EngineUnavailableError,
     QoopHiveError,
     QueryError,
+    ResultInterruptedError,
     SettingError,
     clean_engine_text,
     connect_error,
@@ -311,6 +317,11 @@ class QueryResult:
     reconnects: int = 0
     passthrough: bool = False  # the planner could not decompose the SQL; it ran as one statement
     events: tuple[StageEvent, ...] = ()
+    streamed: int = 0  # rows handed to ``on_rows`` as they were fetched (then ``rows`` is empty)
+
+    @property
+    def row_count(self) -> int:
+        return self.streamed or len(self.rows)
 
 
 @dataclass(frozen=True)
@@ -761,6 +772,7 @@ class QueryRunner:
         self._ready = False
         self._tables: dict[str, tuple[float, TableInfo]] = {}
         self._run_lock = threading.Lock()
+        self._on_rows: Callable[[tuple[str, ...], list[tuple[Any, ...]]], None] | None = None
         self.orphans: tuple[str, ...] = ()  # our tables without a record, found at startup
         self.engine = "hive"  # "spark" when the server is a Spark Thrift Server
         self.storage = STORAGE["hive"]
@@ -1093,9 +1105,23 @@ class QueryRunner:
             out.sort(key=lambda e: (e.estimate_s, e.plan.total_cost, e.plan.plan_id))
             return out
 
-    def run(self, sql: str, *, query_id: str | None = None) -> QueryResult:
-        """Run ``sql`` (module docstring) and return its rows with what the run did."""
+    def run(
+        self,
+        sql: str,
+        *,
+        query_id: str | None = None,
+        on_rows: Callable[[tuple[str, ...], list[tuple[Any, ...]]], None] | None = None,
+    ) -> QueryResult:
+        """Run ``sql`` (module docstring) and return its rows with what the run did.
+
+        With ``on_rows``, the final stage's rows go to ``on_rows(columns, batch)`` batch by
+        batch as they are fetched (from a worker thread, in order) instead of into the result,
+        whose ``streamed`` counts them. A connection lost after a batch was handed over cannot
+        be resumed without sending rows twice, so it ends the run with
+        :class:`~hive_hooks.errors.ResultInterruptedError` (rerunning is cheap: every
+        checkpoint is kept); a loss before the first batch is recovered as usual."""
         with self._run_lock:
+            self._on_rows = on_rows
             qid = query_id or "q-" + uuid.uuid4().hex[:12]
             t0 = time.monotonic()
             prep = self._with_reconnect(lambda: self._prepare(sql, qid))
@@ -1109,6 +1135,7 @@ class QueryRunner:
                     result = _Execution(self, prep, t0).run()
                 finally:
                     self._tags = {}
+                    self._on_rows = None
                     self.share.end(qid)
             except BaseException as e:
                 self.registry.finish_run(qid, "failed", str(e)[:2000])
@@ -1173,13 +1200,30 @@ class QueryRunner:
                 self._reading(cur, task, task.sql)
                 columns = tuple(str(d[0]) for d in (cur.description or ()))
                 rows: list[tuple[Any, ...]] = []
+                sink, delivered = self._on_rows, 0
                 if cur.description:
                     while True:
-                        batch = cur.fetchmany(self.fetch_size)
+                        try:
+                            batch = [tuple(r) for r in cur.fetchmany(self.fetch_size)]
+                        except Exception as e:
+                            if delivered and is_connection_lost(e):
+                                raise ResultInterruptedError(
+                                    f"the connection was lost after {delivered:,} rows of the "
+                                    f"result were delivered ({engine_message(e)}); they cannot "
+                                    "be resumed without repeating rows: run the query again "
+                                    "(its checkpoints are kept, so only the final stage reruns)",
+                                    stage_id=task.stage.stage_id,
+                                ) from e
+                            raise
                         if not batch:
                             break
-                        rows.extend(tuple(r) for r in batch)
-                out.put(("final", task, columns, rows, time.monotonic() - task.started))
+                        if sink is None:
+                            rows.extend(batch)
+                        else:
+                            sink(columns, batch)
+                            delivered += len(batch)
+                seconds = time.monotonic() - task.started
+                out.put(("final", task, columns, rows, seconds, delivered))
             else:
                 assert task.table is not None
                 db = self.checkpoint_db
@@ -1216,7 +1260,7 @@ class QueryRunner:
             out.put(("cancelled", task, time.monotonic() - task.started))
         except BaseException as e:
             if conn is not None:
-                if is_connection_lost(e):
+                if is_connection_lost(e) or isinstance(e, ResultInterruptedError):
                     _close_quietly(conn)
                 else:
                     self._pool.release(conn, gen)
@@ -1343,6 +1387,7 @@ class _Execution:
         self.threads: list[threading.Thread] = []
         self.final_task: _Task | None = None
         self.final_result: tuple[tuple[str, ...], list[tuple[Any, ...]], float] | None = None
+        self.streamed = 0  # rows the final stage handed to the runner's on_rows
         self.events: list[StageEvent] = []
         self.timings: list[StageTiming] = []
         self.switches: list[PlanSwitch] = []
@@ -1587,7 +1632,9 @@ class _Execution:
             was_cancelling = self.cancelling.pop(sig, None) is not None
             if task is self.final_task:
                 self.final_task = None
-            if is_connection_lost(exc):
+            if isinstance(exc, ResultInterruptedError):
+                self.error = self.error or (task, exc)
+            elif is_connection_lost(exc):
                 self.lost = self.lost or exc
                 self.timings.append(
                     StageTiming(
@@ -1608,12 +1655,14 @@ class _Execution:
                     self.lost = exc
                     self.emit(task.plan_id, task.stage.stage_id, "lost")
         elif kind == "final":
-            _, _, columns, rows, seconds = msg
+            _, _, columns, rows, seconds, streamed = msg
             self.final_result = (columns, rows, seconds)
+            self.streamed = streamed
+            n = streamed or len(rows)
             self.timings.append(
-                StageTiming(task.plan_id, task.stage.stage_id, "final", "done", seconds, len(rows))
+                StageTiming(task.plan_id, task.stage.stage_id, "final", "done", seconds, n)
             )
-            self.emit(task.plan_id, task.stage.stage_id, "done", rows=len(rows), seconds=seconds)
+            self.emit(task.plan_id, task.stage.stage_id, "done", rows=n, seconds=seconds)
 
     def drain(self, timeout: float) -> None:
         try:
@@ -1740,6 +1789,7 @@ class _Execution:
             reconnects=self.reconnects,
             passthrough=self.prep.passthrough,
             events=tuple(self.events),
+            streamed=self.streamed,
         )
 
     def fail(self) -> None:

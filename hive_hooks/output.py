@@ -31,9 +31,12 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, TextIO
 
-__all__ = ["FORMATS", "format_value", "java_double", "render", "write_result"]
+__all__ = ["FORMATS", "STREAMABLE", "format_value", "java_double", "render", "write_result"]
 
 FORMATS = ("table", "vertical", "csv2", "tsv2", "dsv", "csv", "tsv", "json", "jsonfile")
+# formats whose rows render one by one (a result in batches prints as the whole would, with the
+# header once); "table" needs every row for its column widths and "json" is one document
+STREAMABLE = ("vertical", "csv2", "tsv2", "dsv", "csv", "tsv", "jsonfile")
 _SEPARATORS = {"csv2": ",", "tsv2": "\t", "csv": ",", "tsv": "\t"}
 
 

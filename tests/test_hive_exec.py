@@ -30,7 +30,12 @@ from arbiter.cluster import load_cluster
 from arbiter.config import load_config
 from arbiter.server import RunningArbiter
 from hive_hooks.engine import HOST, LocalHiveServer, free_port, metastore_in_use
-from hive_hooks.errors import EngineUnavailableError, QueryError, SettingError
+from hive_hooks.errors import (
+    EngineUnavailableError,
+    QueryError,
+    ResultInterruptedError,
+    SettingError,
+)
 from hive_hooks.executor import QueryRunner, StageEvent
 from hive_hooks.registry import CheckpointRegistry, RetentionPolicy, show_tables
 from hive_hooks.share import ArbiterShare, ManualShare, StaticShare
@@ -596,6 +601,77 @@ def test_reconcile_and_gc_on_the_engine(
 
 
 # ------------------------------------------------------------------------------ lost connections
+
+
+def test_streamed_result_equals_direct(
+    connect: Callable[[], Any], registry: CheckpointRegistry, queries: dict[int, str]
+) -> None:
+    """``on_rows``: the final stage's rows arrive batch by batch, in order, and nothing is held
+    in the result."""
+    events = Events()
+    runner = QueryRunner(
+        connect,
+        registry=registry,
+        checkpoint_db="ck_stream",
+        on_event=events,
+        fetch_size=3,
+        metadata_ttl_s=3600,
+    )
+    with runner:
+        for n in (3, 10):
+            batches: list[list[tuple[Any, ...]]] = []
+            cols: list[tuple[str, ...]] = []
+
+            def sink(
+                columns: tuple[str, ...],
+                batch: list[tuple[Any, ...]],
+                cols: list[tuple[str, ...]] = cols,
+                batches: list[list[tuple[Any, ...]]] = batches,
+            ) -> None:
+                cols.append(columns)
+                batches.append(batch)
+
+            res = runner.run(queries[n], query_id=f"stream-q{n}", on_rows=sink)
+            expected = direct(connect, queries, n)
+            got = [r for b in batches for r in b]
+            assert got == [tuple(r) for r in expected]  # ORDER BY ... LIMIT: same order too
+            assert all(1 <= len(b) <= 3 for b in batches) and len(batches) >= len(got) / 3
+            assert set(cols) == {res.columns}
+            assert res.rows == [] and res.streamed == res.row_count == len(expected)
+            [done] = [e for e in events.of("done", f"stream-q{n}") if e.table is None]
+            assert done.rows == len(expected)
+
+
+def test_connection_lost_while_streaming_is_a_clear_error(
+    engine: LocalHiveServer, registry: CheckpointRegistry, queries: dict[int, str]
+) -> None:
+    """Rows already handed over cannot be taken back: a cut after the first batch ends the run
+    with ResultInterruptedError instead of rerunning the final stage (which would repeat
+    them); the checkpoints stay, so the rerun only repeats the final stage."""
+    proxy = Proxy(engine.port)
+    delivered: list[tuple[Any, ...]] = []
+
+    def sink(columns: tuple[str, ...], batch: list[tuple[Any, ...]]) -> None:
+        delivered.extend(batch)
+        proxy.close()  # the network goes while the caller holds the first batch
+
+    runner = QueryRunner(
+        connector(proxy.port),
+        registry=registry,
+        checkpoint_db="ck_stream_cut",
+        fetch_size=2,
+        reconnect_timeout_s=3,
+    )
+    try:
+        with pytest.raises(ResultInterruptedError, match="after 2 rows of the result"):
+            runner.run(queries[3], query_id="stream-cut-q3", on_rows=sink)
+        assert len(delivered) == 2
+        assert registry.runs()[-1].state == "failed"
+        made = registry.checkpoints("ck_stream_cut")
+        assert made  # the join stages finished before the final stage: kept
+    finally:
+        proxy.close()
+        runner.close()
 
 
 class Proxy:

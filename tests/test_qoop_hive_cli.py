@@ -546,6 +546,35 @@ def test_use_and_set_reach_the_replanner(engine) -> None:
 
 
 @pytest.mark.slow
+def test_replanned_results_stream_in_row_formats(engine) -> None:
+    """Row-by-row formats print the final stage's batches as they arrive (the header once;
+    an empty result still prints it); the output equals the one-statement run's."""
+    setup = (
+        "CREATE DATABASE IF NOT EXISTS cli_stream; USE cli_stream;"
+        "DROP TABLE IF EXISTS r; DROP TABLE IF EXISTS s;"
+        "CREATE TABLE r USING parquet AS SELECT id AS k, id * 2 AS v FROM range(3000);"
+        "CREATE TABLE s USING parquet AS SELECT id AS k, id % 7 AS g FROM range(3000);"
+    )
+    q = "SELECT r.k, s.g, r.v FROM r JOIN s ON r.k = s.k WHERE s.g < 5 ORDER BY r.k"
+    code, once, err = sql(engine, "--no-replan", "--outputformat=csv2", "--silent",
+                          "-e", setup + q)  # fmt: skip
+    assert code == 0, err
+    for fmt in ("csv2", "vertical", "jsonfile"):
+        code, a, err = sql(engine, f"--outputformat={fmt}", "--silent", "-e", f"USE cli_stream;{q}")
+        code2, b, _ = sql(engine, f"--outputformat={fmt}", "--silent", "--no-replan",
+                          "-e", f"USE cli_stream;{q}")  # fmt: skip
+        assert code == code2 == 0, err
+        assert a == b, fmt
+    once = once[once.index("k,g,v\n") :]  # after the setup statements' output
+    assert a.count("\n") == once.count("\n") - 1 == 2144  # jsonfile: a line per row
+    assert once.count("k,g,v") == 1
+    code, out, err = sql(engine, "--outputformat=csv2", "--share-profile", "0:1.0",
+                         "-e", "USE cli_stream;" + q.replace("s.g < 5", "s.g > 9"))  # fmt: skip
+    assert code == 0, err
+    assert out.endswith("k,g,v\n") and "No rows selected" in err
+
+
+@pytest.mark.slow
 def test_share_from_the_arbiter(engine, tmp_path: Path) -> None:
     pytest.importorskip("hive_hooks.executor")
     from arbiter.cluster import load_cluster
