@@ -924,5 +924,11 @@ class ArbiterCore:
                     "apps": dict(self.apps),
                     "connected": set(self.sessions),
                     "drained": set(self.drained),
+                    "now": now,
+                    "cluster": self.cluster,
+                    "queries": len(self.queries),
+                    "subscribers": sum(len(q.subscribers) for q in self.queries.values()),
+                    "external_jobs": self.external_jobs,
+                    "epoch": self.epoch,
                 }
             )

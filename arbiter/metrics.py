@@ -15,8 +15,8 @@ Decisions: aggregates only, no per-app series (app names and users are not publi
 unauthenticated port, and a per-app series would grow with every app ever registered; the
 Admin service lists apps to those with the credential). Off unless ``arbiter.metrics.port`` is
 set (0 = any free port), bound to ``arbiter.metrics.bind-host`` (default 127.0.0.1: exposing it
-is a deliberate choice). The page is rendered from one consistent snapshot under the core's
-lock, so a scrape never sees a GPU both free and leased.
+is a deliberate choice). The page is rendered from one :meth:`ArbiterCore.snapshot` (taken
+under the core's lock), so a scrape never sees a GPU both free and leased.
 """
 
 from __future__ import annotations
@@ -44,18 +44,14 @@ def _label(value: str) -> str:
 def render_metrics(core: ArbiterCore) -> str:
     """The Prometheus text page for ``core`` (module docstring)."""
 
-    with core._lock:
-        now = core.clock()
-        snap = core.snapshot()
-        leases = [lease for lease in core.state.leases if lease.live_at(now)]
-        queries = len(core.queries)
-        subscribers = sum(len(q.subscribers) for q in core.queries.values())
-        external = core.external_jobs
-        epoch = core.epoch
-        policy = core.config["arbiter.policy"]
-        cluster = core.cluster
-        calls = sorted(core.rpc_calls.items())
-        refused = sorted(core.rpc_refused.items())
+    snap = core.snapshot()  # one consistent view, taken under the core's lock
+    now, cluster = snap["now"], snap["cluster"]
+    leases = [lease for lease in snap["leases"] if lease.live_at(now)]
+    queries, subscribers = snap["queries"], snap["subscribers"]
+    external, epoch = snap["external_jobs"], snap["epoch"]
+    policy = core.config["arbiter.policy"]
+    calls = sorted(core.rpc_calls.copy().items())
+    refused = sorted(core.rpc_refused.copy().items())
     all_gpus = {g.id for g in cluster.gpus}
     leased = {g for lease in leases for g in lease.gpus}
     drained_gpus = {g.id for g in cluster.gpus if g.machine in snap["drained"]} - leased

@@ -91,11 +91,8 @@ def _metadata(context: grpc.aio.ServicerContext, key: str) -> str | None:
     return None
 
 
-async def _abort(
-    context: grpc.aio.ServicerContext, err: RequestError, core: ArbiterCore | None = None
-) -> None:
-    if core is not None:
-        core.rpc_refused[err.code.value] += 1
+async def _abort(context: grpc.aio.ServicerContext, err: RequestError, core: ArbiterCore) -> None:
+    core.rpc_refused[err.code.value] += 1
     if err.code in (Code.UNAUTHENTICATED, Code.PERMISSION_DENIED):
         log.warning("refused %s from %s: %s", err.code.value, context.peer(), err.message)
     await context.abort(_STATUS[err.code], err.message)

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import platform
 import random
@@ -32,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -261,6 +263,7 @@ async def run_part(
         "client_cpu": cpu1[1] - cpu0[1],
         "rounds": r1 - r0,
         "share_updates": stats.share_updates,
+        "main": main,
     }
 
 
@@ -285,12 +288,8 @@ def run_load(
         for p in range(procs)
     ]  # fmt: skip
     if procs == 1:
-        import threading
-
         results = [asyncio.run(run_part(*parts[0][:6], threading.Barrier(1), parts[0][6]))]
     else:
-        import multiprocessing
-
         ctx = multiprocessing.get_context("spawn")
         sync, out = ctx.Barrier(procs), ctx.Queue()
         workers = [ctx.Process(target=_part_process, args=(a, sync, out)) for a in parts]
@@ -302,8 +301,7 @@ def run_load(
         failed = [r["failed"] for r in results if "failed" in r]
         if failed:
             raise RuntimeError(f"a load process failed: {failed[0]}")
-    main_part = next(r for r in results if r["rounds"] or r["server_cpu"]) if procs > 1 else None
-    main_part = main_part or results[0]
+    main_part = next(r for r in results if r["main"])  # it read the rounds and server CPU
     elapsed = max(r["elapsed"] for r in results)
     lat: dict[str, list[float]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
