@@ -378,8 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
     from arbiter.sim.cli import add_parsers
     from yarn_bridge.bridge_cli import add_parsers as add_submit_parser
     from yarn_bridge.cli import add_parsers as add_bridge_parsers
+    from yarn_bridge.hadoop_cli import add_parsers as add_hadoop_parsers
 
     add_parsers(sub)
+    add_hadoop_parsers(sub)
     add_admin_parser(sub)
     add_bridge_parsers(sub)
     add_submit_parser(sub)

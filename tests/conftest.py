@@ -1,0 +1,105 @@
+"""Shared fixtures: a real local YARN (``yarn_bridge.local_hadoop``) for tests marked ``yarn``.
+
+``yarn_cluster`` (session scope) is one ResourceManager and two NodeManagers (4 ``yarn.io/gpu``
+each) started from Hadoop's own jars in a temporary work dir, stopped at the end of the session.
+The NodeManager liveness expiry is lowered to 4 s so a killed NodeManager goes LOST within a
+test. A test that kills a daemon restarts it before it returns (``restart``), so the next test
+finds the cluster whole; ``make_yarn_cluster`` starts a private one (RM HA, say).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from yarn_bridge.local_hadoop import ClusterState, LocalHadoop, LocalHadoopSpec
+
+NM_LIVENESS_MS = 4000
+
+
+@dataclass
+class YarnCluster:
+    """What a test needs of a running local YARN."""
+
+    local: LocalHadoop
+    state: ClusterState
+
+    @property
+    def rm_url(self) -> str:
+        return self.local.active_rm() or self.state.rm_url
+
+    @property
+    def rm_urls(self) -> tuple[str, ...]:
+        return self.state.rm_urls
+
+    @property
+    def conf_dir(self) -> Path:
+        return Path(self.state.client_conf)
+
+    @property
+    def jar_dir(self) -> Path:
+        return Path(self.state.jars)
+
+    @property
+    def workdir(self) -> Path:
+        return Path(self.state.workdir)
+
+    @property
+    def node_ids(self) -> list[str]:
+        return [d.node_id for d in self.state.daemons if d.node_id]
+
+    def nm_name(self, node_id: str) -> str:
+        return next(d.name for d in self.state.daemons if d.node_id == node_id)
+
+    def env(self) -> dict[str, str]:
+        """Environment for a client process (yarn-arbiter submit, an AM started by hand)."""
+        return {**os.environ, "JAVA_HOME": self.state.java_home,
+                "HADOOP_CONF_DIR": self.state.client_conf}  # fmt: skip
+
+    def kill(self, name: str) -> None:
+        self.local.kill(name)
+
+    def restart(self, name: str) -> None:
+        self.state = self.local.restart(name)
+
+    def kill_nm(self, i: int) -> None:
+        self.kill(f"nm{i}")
+
+    def start_nm(self, i: int) -> None:
+        self.restart(f"nm{i}")
+
+
+def _start(workdir: Path, **kw) -> YarnCluster:
+    local = LocalHadoop(workdir)
+    state = local.up(LocalHadoopSpec(workdir, nm_liveness_ms=NM_LIVENESS_MS, **kw))
+    return YarnCluster(local, state)
+
+
+@pytest.fixture(scope="session")
+def yarn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[YarnCluster]:
+    cluster = _start(tmp_path_factory.mktemp("yarn"))
+    try:
+        yield cluster
+    finally:
+        cluster.local.down()
+
+
+@pytest.fixture
+def make_yarn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """Start private clusters (``make_yarn_cluster(ha=True)``); all stopped after the test."""
+    started: list[YarnCluster] = []
+
+    def make(**kw) -> YarnCluster:
+        c = _start(tmp_path_factory.mktemp("yarn-own"), **kw)
+        started.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in started:
+            c.local.down()
