@@ -79,7 +79,7 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "emulate-rm",
         help="serve a YARN ResourceManager emulator (REST API, GPUs as yarn.io/gpu)",
-        description="Serve the ResourceManager REST API (/ws/v1/cluster, Hadoop 3.3/3.4 JSON "
+        description="Serve the ResourceManager REST API (/ws/v1/cluster, Hadoop 3.3/3.4/3.5 JSON "
         "shapes) over a simulated cluster with GPUs: apps go NEW -> ACCEPTED -> RUNNING -> "
         "FINISHED, can be killed, moved, re-prioritised and given lifetimes; the Capacity "
         "Scheduler configuration can be changed with PUT /scheduler-conf. For tests and demos "
@@ -123,8 +123,10 @@ def add_parsers(sub: Any) -> None:
         "--hadoop-version",
         choices=sorted(HADOOP_VERSIONS),
         default="3.4",
-        help="JSON shapes to serve: 3.4 (3.4.1, the default) or 3.3 (3.3.6, the compose "
-        "cluster's image: no capacity vectors, weights, queue mode/type/creation method)",
+        help="JSON shapes to serve: 3.4 (3.4.1, the default), 3.3 (3.3.6, the compose "
+        "cluster's image: no capacity vectors, weights, queue mode/type/creation method) or "
+        "3.5 (3.5.0, the local Hadoop; Jersey 2: empty lists as {}, no empty maps/lists, "
+        "full queue paths in apps; checked against tests/golden/rm-3.5.0)",
     )
     p.add_argument(
         "--app-seconds", type=float, default=60.0, help="how long an app runs (default 60)"

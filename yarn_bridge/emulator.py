@@ -2,7 +2,8 @@
 
 No Hadoop distribution is installable here (``ARCHITECTURE.md`` principle 5), so this module
 serves ``/ws/v1/cluster/*`` with the JSON of Hadoop 3.3 / 3.4 (``ResourceManagerRest.md`` and
-the ``webapp/dao`` classes; spec ``../shared/spec/yarn-hive-integration.md`` §1.1-1.6, §1.8).
+the ``webapp/dao`` classes; spec ``../shared/spec/yarn-hive-integration.md`` §1.1-1.6, §1.8)
+and 3.5 (as a real 3.5.0 RM answered: ``tests/golden/rm-3.5.0``).
 The compose cluster runs the real RM; the documented key sets below are what the tests hold
 the emulator to (``tests/test_yarn_emulator.py``).
 
@@ -77,7 +78,24 @@ Decisions (emulator only, not Hadoop's):
   ``creationMethod``, ``autoCreationEligibility``, the ``autoQueue*TemplateProperties``: 3.4's
   weight mode, flexible auto queue creation and capacity vectors; spec §1.3 lists them in the
   3.4-era example and says to parse by key presence). Everything else is served alike
-  [check against the compose cluster's RM].
+  [check against the compose cluster's RM]. ``"3.5"`` serves 3.5.0 as a real RM answered
+  (golden files ``tests/golden/rm-3.5.0``, held to by ``tests/test_emulator_golden.py``):
+  its REST layer is Jersey 2 (:attr:`SimCluster.jersey2`), so empty list wrappers are ``{}``
+  (``{"apps":{}}``, not ``null``), empty maps and lists are omitted (``attributes`` of a
+  ``resourceInformation``, ``resourceRequests``, ``preemptedResourceSecondsMap``),
+  ``resourceSecondsMap`` values are numbers, plain-text answers (scheduler-conf) are labelled
+  ``application/json``, a NotFoundException's message has no ``java.lang.Exception:`` prefix
+  and an app's ``queue`` is the full path (``root.gpu``); ``/metrics`` adds
+  :data:`CLUSTER_METRICS_35_KEYS`, nodes :data:`NODE_35_KEYS`. On every line (the capture
+  showed the old emulator wrong, and nothing is version-specific about it): a leaf's
+  ``users.user[]`` is the whole ``UserInfo`` (:data:`CS_USER_KEYS`), ``deSelects=
+  appNodeLabelExpression`` has no effect (Hadoop's ``AppInfo`` sets the field before testing
+  it), ``/metrics`` has ``utilizedMBPercent`` / ``utilizedVirtualCoresPercent`` /
+  ``rmSchedulerBusyPercent`` and the ``202`` of ``POST /apps`` has no Content-Type.
+* ``am_registers=False`` models an AM that never registers (the golden capture's ``sleep``
+  AM): its container is allocated and runs, the app stays ``ACCEPTED`` with the RM's
+  "waiting for AM container to Register" diagnostics and asks for no GPU containers, until it
+  is killed or its lifetime ends.
 * **Fault control** over HTTP (:data:`FAULTS_PATH`, outside ``/ws/v1`` so it can never be
   mistaken for a Hadoop endpoint; ``control=False`` turns it off): never delayed, never in a
   503/drop outage, not in :attr:`RMEmulator.requests`. A ``"refused"`` outage closes its port
@@ -111,15 +129,18 @@ if TYPE_CHECKING:
     from arbiter.cluster import Cluster
 
 __all__ = [
+    "APP_35_EMPTY_ABSENT_KEYS",
     "APP_KEYS",
     "APP_OPTIONAL_KEYS",
     "APP_TIMEOUT_KEYS",
     "CLUSTER_INFO_KEYS",
+    "CLUSTER_METRICS_35_KEYS",
     "CLUSTER_METRICS_KEYS",
     "CS_34_ONLY_KEYS",
     "CS_LEAF_QUEUE_KEYS",
     "CS_PARENT_QUEUE_KEYS",
     "CS_ROOT_KEYS",
+    "CS_USER_KEYS",
     "EMULATOR_GPUS_ENV",
     "EMULATOR_SECONDS_ENV",
     "FAULTS_PATH",
@@ -128,9 +149,11 @@ __all__ = [
     "FS_SCHEDULER_INFO_KEYS",
     "HADOOP_VERSIONS",
     "NEW_APPLICATION_KEYS",
+    "NODE_35_KEYS",
     "NODE_INACTIVE_ABSENT_KEYS",
     "NODE_KEYS",
     "NODE_OPTIONAL_KEYS",
+    "RESOURCE_INFORMATION_35_KEYS",
     "RESOURCE_INFORMATION_KEYS",
     "RESOURCE_KEYS",
     "SUBMISSION_CONTEXT_KEYS",
@@ -145,14 +168,20 @@ GPU: Final = "yarn.io/gpu"
 LONG_MAX: Final = 9223372036854775807
 INT_MAX: Final = 2147483647
 HADOOP_VERSION: Final = "3.4.1"
-#: ``--hadoop-version`` line -> the release whose shapes are served (3.3.6: the compose image).
-HADOOP_VERSIONS: Final = {"3.3": "3.3.6", "3.4": HADOOP_VERSION}
-_BUILT_ON: Final = {"3.3": "2023-06-18T08:22Z", "3.4": "2024-10-09T14:57Z"}
+#: ``--hadoop-version`` line -> the release whose shapes are served (3.3.6: the compose image;
+#: 3.5.0: the local Hadoop of ``yarn_bridge.local_hadoop``, golden files tests/golden/rm-3.5.0).
+HADOOP_VERSIONS: Final = {"3.3": "3.3.6", "3.4": HADOOP_VERSION, "3.5": "3.5.0"}
+_BUILT_ON: Final = {"3.3": "2023-06-18T08:22Z", "3.4": "2024-10-09T14:57Z",
+                    "3.5": "2026-03-24T17:01Z"}  # fmt: skip
 CS_PREFIX: Final = "yarn.scheduler.capacity"
 EMULATOR_GPUS_ENV: Final = "YARN_EMULATOR_GPUS"
 EMULATOR_SECONDS_ENV: Final = "YARN_EMULATOR_SECONDS"
 LIFETIME_DIAGNOSTICS: Final = (
     "Application is killed by ResourceManager as it has exceeded the lifetime period."
+)
+#: What the RM says of an app whose AM container runs but has not registered (``am_registers``).
+AM_WAITING_DIAGNOSTICS: Final = (
+    "AM container is launched, waiting for AM container to Register with RM"
 )
 
 # --------------------------------------------------------------------------------------------
@@ -168,7 +197,10 @@ CLUSTER_INFO_KEYS: Final = frozenset({
     "hadoopBuildVersion", "hadoopVersionBuiltOn", "haZooKeeperConnectionState",
 })  # fmt: skip
 
-#: ``ClusterMetricsInfo`` fields (DAO, apache/hadoop@ee91492f; the doc table lists a subset).
+#: ``ClusterMetricsInfo`` fields (DAO, apache/hadoop@ee91492f; the doc table lists a subset),
+#: plus ``utilizedMBPercent``, ``utilizedVirtualCoresPercent`` and ``rmSchedulerBusyPercent``,
+#: which a 3.3-era RM already reports (a 2022 ``/metrics`` answer in Elastic's Hadoop
+#: integration docs) and the 3.5.0 capture confirms.
 #: ``totalReservedResourcesAcrossPartition`` is filled by the Capacity Scheduler only.
 CLUSTER_METRICS_KEYS: Final = frozenset({
     "appsSubmitted", "appsCompleted", "appsPending", "appsRunning", "appsFailed", "appsKilled",
@@ -179,7 +211,14 @@ CLUSTER_METRICS_KEYS: Final = frozenset({
     "decommissionedNodes", "rebootedNodes", "activeNodes", "shutdownNodes",
     "totalUsedResourcesAcrossPartition", "totalClusterResourcesAcrossPartition",
     "totalReservedResourcesAcrossPartition", "totalAllocatedContainersAcrossPartition",
-    "crossPartitionMetricsAvailable",
+    "crossPartitionMetricsAvailable", "utilizedMBPercent", "utilizedVirtualCoresPercent",
+    "rmSchedulerBusyPercent",
+})  # fmt: skip
+#: ``ClusterMetricsInfo`` keys seen first in the 3.5.0 capture (not served for 3.3 / 3.4: not
+#: verified there).
+CLUSTER_METRICS_35_KEYS: Final = frozenset({
+    "utilizedMB", "utilizedVirtualCores", "containerAssignedPerSecond", "rmEventQueueSize",
+    "schedulerEventQueueSize",
 })  # fmt: skip
 
 #: ``ResourceInfo`` (3.1+) and one ``resourceInformation`` entry (spec §1.2).
@@ -188,6 +227,8 @@ RESOURCE_INFORMATION_KEYS: Final = frozenset({
     "attributes", "maximumAllocation", "minimumAllocation", "name", "resourceType", "units",
     "value",
 })  # fmt: skip
+#: 3.5 (Jersey 2) omits the empty ``attributes`` map (and every other empty map or list).
+RESOURCE_INFORMATION_35_KEYS: Final = RESOURCE_INFORMATION_KEYS - {"attributes"}
 
 #: ``NodeInfo`` (3.x DAO, spec §1.2). Inactive nodes (LOST, DECOMMISSIONED, ...) have no
 #: scheduler report, so the RM omits ``usedResource`` and ``availableResource``;
@@ -200,6 +241,8 @@ NODE_KEYS: Final = frozenset({
     "usedResource", "availableResource", "nodeAttributesInfo", "totalResource",
 })  # fmt: skip
 NODE_OPTIONAL_KEYS: Final = frozenset({"nodeLabels"})
+#: ``NodeInfo`` keys seen first in the 3.5.0 capture (percentages, as floats).
+NODE_35_KEYS: Final = frozenset({"memUtilization", "cpuUtilization"})
 NODE_INACTIVE_ABSENT_KEYS: Final = frozenset({"usedResource", "availableResource"})
 
 #: ``AppInfo`` (apache/hadoop@58b6b120, plus ``launchTime`` and ``masterNodeId`` of 3.3).
@@ -223,6 +266,14 @@ APP_OPTIONAL_KEYS: Final = frozenset({
 APP_TIMEOUT_KEYS: Final = frozenset({"type", "expiryTime", "remainingTimeInSeconds"})
 APP_PARTITION_KEYS: Final = frozenset({
     "partitionName", "used", "reserved", "pending", "amUsed", "amLimit", "userAmLimit",
+})  # fmt: skip
+#: ``AppInfo`` keys 3.5 (Jersey 2) omits when empty: the emulator never preempts and reports
+#: no outstanding requests, so it never serves them on that line.
+APP_35_EMPTY_ABSENT_KEYS: Final = frozenset({"resourceRequests", "preemptedResourceSecondsMap"})
+#: A Capacity Scheduler leaf's ``users.user[]`` (``UserInfo``).
+CS_USER_KEYS: Final = frozenset({
+    "username", "resourcesUsed", "numPendingApplications", "numActiveApplications",
+    "AMResourceUsed", "userResourceLimit", "resources", "userWeight", "isActive",
 })  # fmt: skip
 
 #: ``NewApplication`` (root unwrapped).
@@ -543,6 +594,7 @@ class SimCluster:
         recovery: bool = False,
         rack: str = "/default-rack",
         hadoop_version: str = "3.4",
+        am_registers: bool = True,
     ) -> None:
         if scheduler not in ("capacity", "fair"):
             raise ValueError(f"scheduler must be 'capacity' or 'fair', got {scheduler!r}")
@@ -552,6 +604,9 @@ class SimCluster:
             )
         self.hadoop_line = hadoop_version
         self.version = HADOOP_VERSIONS[hadoop_version]
+        #: 3.5 moved the REST layer to Jersey 2 (module docstring, "Hadoop line").
+        self.jersey2 = hadoop_version == "3.5"
+        self.am_registers = am_registers
         if app_seconds <= 0:
             raise ValueError("app_seconds must be > 0")
         self.lock = threading.RLock()
@@ -833,9 +888,12 @@ class SimCluster:
 
     def _app(self, app_id: str) -> _App:
         if not re.fullmatch(r"application_\d+_\d+", app_id):
+            if self.jersey2 and not app_id.startswith("application_"):
+                raise _bad(f"Invalid ApplicationId prefix: {app_id}. The valid ApplicationId "
+                           "should start with prefix application")  # fmt: skip
             raise _bad(f"Invalid ApplicationId: {app_id}")
         if app_id not in self.apps:
-            raise _not_found(f"java.lang.Exception: app with id: {app_id} not found")
+            raise _not_found(f"{self._exc_prefix}app with id: {app_id} not found")
         return self.apps[app_id]
 
     def kill(self, app_id: str, diagnostics: str | None = None) -> tuple[int, str]:
@@ -1016,18 +1074,20 @@ class SimCluster:
         start_ms = int(self.start_seconds * 1000)
         waiting = sorted(
             (a for a in self.apps.values()
-             if a.state == "ACCEPTED" and a.accepted_ms is not None
+             if a.state == "ACCEPTED" and a.accepted_ms is not None and not a.containers
              and a.accepted_ms + start_ms <= t),
             key=lambda a: (-a.priority, a.submitted_ms, a.id),
         )  # fmt: skip
         for app in waiting:
-            mem = app.am_memory_mb + app.gpus * gmb
-            vc = app.am_vcores + app.gpus * gvc
-            if not self._queue_room(app.queue, mem, vc, app.gpus):
+            # an AM that never registers never asks for its GPU containers
+            gpus = app.gpus if self.am_registers else 0
+            mem = app.am_memory_mb + gpus * gmb
+            vc = app.am_vcores + gpus * gvc
+            if not self._queue_room(app.queue, mem, vc, gpus):
                 continue
             trial = {k: list(v) for k, v in free.items()}
             am_node = self._fit(trial, app.am_memory_mb, app.am_vcores, 0)
-            gpu_nodes = [self._fit(trial, gmb, gvc, 1) for _ in range(app.gpus)]
+            gpu_nodes = [self._fit(trial, gmb, gvc, 1) for _ in range(gpus)]
             if am_node is None or any(n is None for n in gpu_nodes):
                 continue
             free = trial
@@ -1037,7 +1097,11 @@ class SimCluster:
             for node in gpu_nodes:
                 assert node is not None
                 app.containers.append(self._new_container(app, node, gmb, gvc, 1, False))
-            app.state, app.launched_ms, app.am_node = "RUNNING", t, am_node
+            app.launched_ms, app.am_node = t, am_node
+            if self.am_registers:
+                app.state = "RUNNING"
+            else:
+                app.diagnostics = AM_WAITING_DIAGNOSTICS
 
     def _lose_containers(self, node_id: str, t: int) -> None:
         for app in self.apps.values():
@@ -1082,6 +1146,8 @@ class SimCluster:
         gmb, gvc = self.gpu_container
         mem = vc = gpus = n = 0
         for a in apps:
+            if a.state == "ACCEPTED" and a.containers:  # AM launched, never registers
+                continue
             if a.state in ("NEW", "ACCEPTED"):
                 mem += a.am_memory_mb + a.gpus * gmb
                 vc += a.am_vcores + a.gpus * gvc
@@ -1096,18 +1162,17 @@ class SimCluster:
         return mem, vc, gpus, n
 
     def _queue_display(self, path: str) -> str:
-        return path.rsplit(".", 1)[-1] if self.scheduler == "capacity" else path
+        if self.scheduler == "capacity" and not self.jersey2:
+            return path.rsplit(".", 1)[-1]  # 3.5 reports the full path
+        return path
 
     def _resource(self, mem: int, vc: int, gpus: int) -> dict[str, Any]:
-        return {
-            "memory": mem,
-            "vCores": vc,
-            "resourceInformations": {
-                "resourceInformation": [
-                    _ri("memory-mb", "Mi", mem), _ri("vcores", "", vc), _ri(GPU, "", gpus),
-                ]
-            },
-        }  # fmt: skip
+        infos = [_ri("memory-mb", "Mi", mem), _ri("vcores", "", vc), _ri(GPU, "", gpus)]
+        if self.jersey2:
+            for info in infos:
+                del info["attributes"]  # an empty map is omitted
+        return {"memory": mem, "vCores": vc,
+                "resourceInformations": {"resourceInformation": infos}}  # fmt: skip
 
     # -- Capacity Scheduler configuration ----------------------------------------------------
 
@@ -1376,6 +1441,9 @@ class SimCluster:
             return sum(1 for n in self.nodes.values() if n.state == state)
 
         containers = sum(len(a.containers) for a in apps)
+        # what the NodeManagers measure: half of what the containers hold (as in _node_json)
+        util_mb = sum(self._node_used(n)[0] // 2 for n in self.nodes.values() if n.active)
+        util_vc = sum(self._node_used(n)[1] // 2 for n in self.nodes.values() if n.active)
         m: dict[str, Any] = {
             "appsSubmitted": len(apps),
             "appsCompleted": count("FINISHED"),
@@ -1395,7 +1463,12 @@ class SimCluster:
             "containersReserved": 0,
             "containersPending": pend[3],
             "totalMB": total[0],
+            "utilizedMB": util_mb,
             "totalVirtualCores": total[1],
+            "utilizedVirtualCores": util_vc,
+            "utilizedMBPercent": int(100 * util_mb / total[0]) if total[0] else 0,
+            "utilizedVirtualCoresPercent": int(100 * util_vc / total[1]) if total[1] else 0,
+            "rmSchedulerBusyPercent": 0,
             "totalNodes": len(self.nodes),
             "lostNodes": by_state("LOST"),
             "unhealthyNodes": by_state("UNHEALTHY"),
@@ -1404,6 +1477,7 @@ class SimCluster:
             "rebootedNodes": by_state("REBOOTED"),
             "activeNodes": by_state("RUNNING"),
             "shutdownNodes": by_state("SHUTDOWN"),
+            "containerAssignedPerSecond": 0,
             "totalUsedResourcesAcrossPartition": self._resource(*used),
             "totalClusterResourcesAcrossPartition": self._resource(*total),
             "totalAllocatedContainersAcrossPartition": containers
@@ -1412,12 +1486,20 @@ class SimCluster:
         }  # fmt: skip
         if self.scheduler == "capacity":
             m["totalReservedResourcesAcrossPartition"] = self._resource(0, 0, 0)
+        m["rmEventQueueSize"] = m["schedulerEventQueueSize"] = 0
+        if not self.jersey2:
+            for key in CLUSTER_METRICS_35_KEYS:
+                del m[key]
         return {"clusterMetrics": m}
 
-    def _node_json(self, node: _Node, now: int) -> dict[str, Any]:
+    def _node_used(self, node: _Node) -> tuple[int, int, int, int]:
+        """(memory, vcores, GPUs, containers) held on ``node``."""
         containers = [c for a in self.apps.values() for c in a.containers if c.node == node.id]
-        used = (sum(c.memory_mb for c in containers), sum(c.vcores for c in containers),
-                sum(c.gpus for c in containers))  # fmt: skip
+        return (sum(c.memory_mb for c in containers), sum(c.vcores for c in containers),
+                sum(c.gpus for c in containers), len(containers))  # fmt: skip
+
+    def _node_json(self, node: _Node, now: int) -> dict[str, Any]:
+        *used, n_containers = self._node_used(node)
         active = node.active
         d: dict[str, Any] = {
             "rack": node.rack,
@@ -1428,11 +1510,18 @@ class SimCluster:
             "lastHealthUpdate": now if node.state == "RUNNING" else node.last_health_update,
             "version": self.version,
             "healthReport": node.health_report,
-            "numContainers": len(containers) if active else 0,
+            "numContainers": n_containers if active else 0,
             "usedMemoryMB": used[0] if active else 0,
             "availMemoryMB": node.memory_mb - used[0] if active else 0,
             "usedVirtualCores": used[1] if active else 0,
             "availableVirtualCores": node.vcores - used[1] if active else 0,
+        }
+        if self.jersey2:
+            d["memUtilization"] = (round(100.0 * used[0] / 2 / node.memory_mb, 6)
+                                   if active and node.memory_mb else 0.0)  # fmt: skip
+            d["cpuUtilization"] = round(100.0 * used[1] / 2 / max(1, node.vcores), 6) \
+                if active else 0.0  # fmt: skip
+        d.update({
             "numRunningOpportContainers": 0,
             "usedMemoryOpportGB": 0,
             "usedVirtualCoresOpport": 0,
@@ -1448,7 +1537,7 @@ class SimCluster:
             },
             "nodeAttributesInfo": {},
             "totalResource": self._resource(node.memory_mb, node.vcores, node.gpus),
-        }
+        })  # fmt: skip
         if active:
             d["usedResource"] = self._resource(*used)
             d["availableResource"] = self._resource(
@@ -1461,20 +1550,30 @@ class SimCluster:
         now = self._t
         out = [self._node_json(n, now) for n in self.nodes.values()
                if wanted is None or n.state in wanted]  # fmt: skip
-        return {"nodes": {"node": out} if out else None}
+        return {"nodes": {"node": out} if out else self._empty_list()}
+
+    def _empty_list(self) -> dict[str, Any] | None:
+        """A list wrapper with no elements: ``null`` up to 3.4 (the Jersey 1 quirk), ``{}``
+        from 3.5."""
+        return {} if self.jersey2 else None
 
     def node_json(self, node_id: str) -> dict:
         node = self.nodes.get(node_id)
         if node is None:
-            raise _not_found(f"java.lang.Exception: nodeId, {node_id}, is not found")
+            raise _not_found(f"{self._exc_prefix}nodeId, {node_id}, is not found")
         return {"node": self._node_json(node, self._t)}
 
+    @property
+    def _exc_prefix(self) -> str:
+        """Jersey 1 RMs prefix a NotFoundException's message with its cause's class."""
+        return "" if self.jersey2 else "java.lang.Exception: "
+
     def _entries_map(self, mem_ms: float, vc_ms: float, gpu_ms: float) -> dict[str, Any]:
-        return {"entry": [
-            {"key": "memory-mb", "value": str(int(mem_ms // 1000))},
-            {"key": "vcores", "value": str(int(vc_ms // 1000))},
-            {"key": GPU, "value": str(int(gpu_ms // 1000))},
-        ]}  # fmt: skip
+        secs = {"memory-mb": int(mem_ms // 1000), "vcores": int(vc_ms // 1000),
+                GPU: int(gpu_ms // 1000)}  # fmt: skip
+        if self.jersey2:  # numbers, in the RM's (hash map) order
+            return {"entry": [{"key": k, "value": secs[k]} for k in ("memory-mb", GPU, "vcores")]}
+        return {"entry": [{"key": k, "value": str(v)} for k, v in secs.items()]}
 
     def _timeout_json(self, app: _App) -> dict[str, Any]:
         if app.lifetime_ms is None:
@@ -1575,6 +1674,9 @@ class SimCluster:
                 "userAmLimit": limit,
             }]}  # fmt: skip
         d["timeouts"] = {"timeout": [self._timeout_json(app)]}
+        if self.jersey2:
+            for key in APP_35_EMPTY_ABSENT_KEYS:
+                del d[key]
         for key in deselects:
             d.pop(key, None)
         return d
@@ -1586,8 +1688,9 @@ class SimCluster:
 
         states = csv("states") or csv("state")
         types, tags = csv("applicationTypes"), csv("applicationTags")
+        # "appNodeLabelExpression" is accepted but has no effect: AppInfo sets the field
+        # before it tests deSelects (Hadoop 3.x; the 3.5.0 capture shows it kept).
         deselect_map = {"resourcerequests": "resourceRequests", "timeouts": "timeouts",
-                        "appnodelabelexpression": "appNodeLabelExpression",
                         "amnodelabelexpression": "amNodeLabelExpression",
                         "resourceinfo": "resourceInfo"}  # fmt: skip
         deselects = frozenset(deselect_map[d] for d in (csv("deSelects") or ())
@@ -1633,7 +1736,7 @@ class SimCluster:
             out.append(self.app_json(app, rm_address, deselects))
             if limit is not None and len(out) >= limit:
                 break
-        return {"apps": {"app": out} if out else None}
+        return {"apps": {"app": out} if out else self._empty_list()}
 
     def new_application_json(self) -> dict:
         app_id = self.new_application_id()
@@ -1766,19 +1869,39 @@ class SimCluster:
             users: dict[str, list[_App]] = {}
             for a in live:
                 users.setdefault(a.user, []).append(a)
+
+            def user_json(name: str, xs: list[_App]) -> dict[str, Any]:
+                u_pend = self._pending(xs)
+                u_am = self._resource(*self._used_am(xs))
+                return {
+                    "username": name,
+                    "resourcesUsed": self._resource(*self._used(xs)),
+                    "numPendingApplications": sum(1 for a in xs if not _activated(a)),
+                    "numActiveApplications": sum(1 for a in xs if _activated(a)),
+                    "AMResourceUsed": u_am,
+                    "userResourceLimit": self._resource(*(int(x) for x in eff_min)),
+                    "resources": {"resourceUsagesByPartition": [{
+                        "partitionName": "",
+                        "used": self._resource(*self._used(xs)),
+                        "reserved": zero,
+                        "pending": self._resource(u_pend[0], u_pend[1], u_pend[2]),
+                        "amUsed": u_am,
+                        "amLimit": am_limit,
+                        "userAmLimit": zero,
+                    }]},
+                    "userWeight": 1.0,
+                    "isActive": u_pend[3] > 0,
+                }  # fmt: skip
+
             d.update({
-                "numActiveApplications": sum(1 for a in live if a.state == "RUNNING"),
-                "numPendingApplications": sum(1 for a in live if a.state != "RUNNING"),
+                "numActiveApplications": sum(1 for a in live if _activated(a)),
+                "numPendingApplications": sum(1 for a in live if not _activated(a)),
                 "numContainers": containers,
                 "maxApplications": int(10000 * acap / 100.0),
                 "maxApplicationsPerUser": int(10000 * acap / 100.0),
                 "userLimit": 100,
-                "users": {"user": [{
-                    "username": u,
-                    "resourcesUsed": self._resource(*self._used(xs)),
-                    "numActiveApplications": sum(1 for a in xs if a.state == "RUNNING"),
-                    "numPendingApplications": sum(1 for a in xs if a.state != "RUNNING"),
-                } for u, xs in sorted(users.items())]} if users else {},
+                "users": {"user": [user_json(u, xs) for u, xs in sorted(users.items())]}
+                if users else {},
                 "userLimitFactor": 1,
                 "configuredMaxAMResourceLimit": am_pct,
                 "AMResourceLimit": am_limit,
@@ -1915,6 +2038,11 @@ class SimCluster:
         return {"property": [{"name": k, "value": v} for k, v in sorted(self.conf.items())]}
 
 
+def _activated(app: _App) -> bool:
+    """Counted as an active application by its queue: RUNNING, or its AM container runs."""
+    return app.state == "RUNNING" or (app.state == "ACCEPTED" and bool(app.containers))
+
+
 def _strip_34(queue: dict[str, Any]) -> None:
     """Remove :data:`CS_34_ONLY_KEYS` from a queue info, its partitions and its children."""
     for key in CS_34_ONLY_KEYS:
@@ -1962,7 +2090,7 @@ class RequestRecord:
 class _Reply:
     status: int
     body: bytes = b""
-    content_type: str = "application/json"
+    content_type: str | None = "application/json"  # None: no Content-Type (an empty 202)
     headers: dict[str, str] = field(default_factory=dict)
     disconnect_after: int | None = None  # send only this many body bytes, then close
 
@@ -1971,9 +2099,9 @@ def _json_reply(status: int, doc: Any, headers: dict[str, str] | None = None) ->
     return _Reply(status, json.dumps(doc).encode(), "application/json", headers or {})
 
 
-def _error_reply(err: _HTTPError) -> _Reply:
+def _error_reply(err: _HTTPError, text_type: str = "text/plain") -> _Reply:
     if err.text:
-        return _Reply(err.status, err.message.encode(), "text/plain")
+        return _Reply(err.status, err.message.encode(), text_type)
     return _json_reply(err.status, {"RemoteException": {
         "exception": err.exception,
         "message": err.message,
@@ -2024,7 +2152,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.send_response(reply.status)
-        self.send_header("Content-Type", f"{reply.content_type}; charset=utf-8")
+        if reply.content_type is not None:
+            self.send_header("Content-Type", f"{reply.content_type}; charset=utf-8")
         self.send_header("Content-Length", str(len(reply.body)))
         for k, v in reply.headers.items():
             self.send_header(k, v)
@@ -2468,7 +2597,7 @@ class RMEmulator:
         try:
             reply = self._route(method, path, query, lower_headers, body)
         except _HTTPError as err:
-            reply = _error_reply(err)
+            reply = _error_reply(err, self._text_type)
         if inj is not None:
             reply = self._apply_injection(inj, reply)
         return reply
@@ -2485,6 +2614,12 @@ class RMEmulator:
             return _Reply(inj.status, data, inj.content_type, dict(reply.headers),
                           disconnect_after=len(data) // 2)  # fmt: skip
         return _Reply(inj.status, data, inj.content_type, dict(reply.headers))
+
+    @property
+    def _text_type(self) -> str:
+        """Content-Type of the RM's plain-text answers (scheduler-conf): 3.5 labels them
+        ``application/json`` although the body is not JSON."""
+        return "application/json" if self.cluster.jersey2 else "text/plain"
 
     def _standby_reply(self, raw_path: str) -> _Reply:
         peer = self.peer
@@ -2539,11 +2674,8 @@ class RMEmulator:
                 return _json_reply(200, c.apps_json(query, rm_address))
             if sub == "/apps" and method == "POST":
                 app_id = c.submit_json(doc, user)
-                return _Reply(
-                    202,
-                    b"",
-                    "application/json",
-                    {"Location": f"http://{rm_address}{WS}/apps/{app_id}"},
+                return _Reply(  # no entity, so no Content-Type (as the RM)
+                    202, b"", None, {"Location": f"http://{rm_address}{WS}/apps/{app_id}"}
                 )
             if sub == "/apps/new-application" and method == "POST":
                 return _json_reply(200, c.new_application_json())
@@ -2555,7 +2687,8 @@ class RMEmulator:
                                      f"User {user} is not admin; cannot mutate the scheduler "
                                      "configuration", text=True)  # fmt: skip
                 c.mutate_conf(doc, user)
-                return _Reply(200, b"Configuration change successfully applied.", "text/plain")
+                return _Reply(200, b"Configuration change successfully applied.",
+                              self._text_type)  # fmt: skip
             m = _APP_PATH.match(sub)
             if m:
                 return self._app_route(method, m.group(1), m.group(2), m.group(3), doc,
@@ -2583,7 +2716,7 @@ class RMEmulator:
             if method == "PUT":
                 target = str(field_of("state")).upper()
                 if target != "KILLED":
-                    raise _bad(f"Only 'KILLED' is allowed as a target state, got {target!r}")
+                    raise _bad("Only 'KILLED' is allowed as a target state.")
                 status, state = c.kill(app_id, (doc or {}).get("diagnostics"))
                 headers = {"Location": f"http://{rm_address}{WS}/apps/{app_id}/state"} if (
                     status == 202) else {}  # fmt: skip
