@@ -4,7 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quick protos clean
+# The Java parts: Hadoop's and ZooKeeper's jars (Maven Central, once, into a shared cache) and the
+# lease ApplicationMaster jar (java/am). Both need Java 17 and Maven.
+JARS   := $(VENV)/.jars
+AM_SRC := $(wildcard java/am/src/main/java/org/yarnarbiter/am/*.java)
+
+.PHONY: demo test test-fast test-yarn jars lint bench bench-quick protos clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,13 +17,28 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(JARS): $(STAMP) java/runtime/pom.xml java/am/pom.xml $(AM_SRC)
+	$(BIN)/yarn-arbiter hadoop jars
+	mvn -B -q -f java/am/pom.xml package -DskipTests
+	touch $(JARS)
+
+jars: $(JARS)
+
+demo: $(STAMP) $(JARS)
 	$(BIN)/yarn-arbiter demo
 	$(BIN)/python -m hive_hooks.demo
 
-test: $(STAMP)
+test: $(STAMP) $(JARS)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q
+
+# What a developer runs between commits: no engine, no real cluster.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow and not yarn" -x
+
+# Only the tests on a real local YARN.
+test-yarn: $(STAMP) $(JARS)
+	$(BIN)/pytest -q -m yarn
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -34,4 +54,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/auction_latency.py --quick
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache java/am/target

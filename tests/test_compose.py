@@ -1,6 +1,6 @@
 """deploy/: the compose cluster's files agree with each other (no Docker needed).
 
-Parses ``deploy/docker-compose.yml`` with PyYAML and the Hadoop/Hive XML in ``deploy/conf`` with
+Parses ``docker-compose.yml`` (top level) with PyYAML and the Hadoop/Hive XML in ``deploy/conf`` with
 ElementTree, and checks what a typo would break at ``docker compose up`` time: pinned images,
 dependencies, mounts, published ports against ``deploy/README.md``, the RM URL the arbiter uses,
 the arbiter's environment and configuration file, and one story about ``yarn.io/gpu`` told by
@@ -23,9 +23,10 @@ import yaml
 import yarn_bridge.env as bridge_env
 from arbiter.config import SCHEMA, env_name, load_config
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
 CONF = DEPLOY / "conf"
-COMPOSE = DEPLOY / "docker-compose.yml"
+COMPOSE = ROOT / "docker-compose.yml"  # at the top level, as the design card has it
 README = DEPLOY / "README.md"
 GPU = "yarn.io/gpu"
 QUEUES = {"default", "analytics", "gpu"}
@@ -135,7 +136,7 @@ def hive_dockerfile() -> Path:
 def mounted_at(svc: dict[str, Any], target: str) -> Path:
     for source, tgt in volumes(svc):
         if tgt == target:
-            return (DEPLOY / source).resolve()
+            return (ROOT / source).resolve()
     raise AssertionError(f"nothing mounted at {target}")
 
 
@@ -148,7 +149,7 @@ def test_every_image_is_pinned(services: dict[str, dict[str, Any]]) -> None:
         assert pinned(svc["image"]), f"{name}: image {svc['image']!r} is not pinned"
         if "build" in svc:
             build = svc["build"]
-            context = DEPLOY / (build if isinstance(build, str) else build["context"])
+            context = ROOT / (build if isinstance(build, str) else build["context"])
             dockerfile = context / (
                 "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
             )
@@ -159,7 +160,7 @@ def test_every_image_is_pinned(services: dict[str, dict[str, Any]]) -> None:
 
 def test_arbiter_image_copies_what_pip_install_needs(services: dict[str, dict[str, Any]]) -> None:
     build = services["arbiter"]["build"]
-    context = (DEPLOY / build["context"]).resolve()
+    context = (ROOT / build["context"]).resolve()
     dockerfile = context / build["dockerfile"]
     froms = dockerfile_froms(dockerfile)
     assert froms and froms[0].startswith("python:3.11-slim")
@@ -196,7 +197,7 @@ def test_mounts_exist_and_named_volumes_are_declared(compose: dict[str, Any]) ->
     for name, svc in compose["services"].items():
         for source, target in volumes(svc):
             if source.startswith("."):
-                path = (DEPLOY / source).resolve()
+                path = (ROOT / source).resolve()
                 assert path.is_file(), f"{name}: mounted file {source} does not exist"
                 assert path.parent == CONF, f"{name}: config {source} is not in deploy/conf"
                 assert path.name == Path(target).name, f"{name}: {source} mounted as {target}"
@@ -404,7 +405,7 @@ def test_metastore_uses_the_postgres_service(services: dict[str, dict[str, Any]]
     assert "/opt/hive/lib/postgres.jar" in hive_dockerfile().read_text()
     images = {services[s]["image"] for s in ("hdfs-init", "metastore", "hiveserver2")}
     builds = {services[s]["build"] for s in ("hdfs-init", "metastore", "hiveserver2")}
-    assert len(images) == 1 and builds == {"./hive"}
+    assert len(images) == 1 and builds == {"./deploy/hive"}
 
 
 def test_the_bridge_reads_the_compose_queues(services: dict[str, dict[str, Any]]) -> None:

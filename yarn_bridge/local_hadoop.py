@@ -275,6 +275,8 @@ def site_overrides(
         "yarn.nodemanager.recovery.supervised": "false",
         "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": "99.9",
         "yarn.nodemanager.delete.debug-delay-sec": "0",
+        # NodeManagers and clients retry a restarted or failed-over RM every second, not 30 s.
+        "yarn.resourcemanager.connect.retry-interval.ms": "1000",
     }  # fmt: skip
     ids = _rm_ids(spec)
     if spec.ha:
@@ -450,7 +452,10 @@ def _tail(path: str | Path, n: int = 15) -> str:
         lines = Path(path).read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    return "\n".join(lines[-n:])
+    lines = [x for x in lines if "classpath = " not in x]  # the start banner's huge line
+    first_error = next((x for x in lines if "Exception" in x and not x.startswith("\t")), "")
+    tail = "\n".join(lines[-n:])
+    return tail if first_error in tail else f"{first_error}\n...\n{tail}"
 
 
 class LocalHadoop:
@@ -485,7 +490,25 @@ class LocalHadoop:
         timeout_s: float = 180.0,
         progress: Callable[[str], None] = lambda _m: None,
     ) -> ClusterState:
-        """Start the cluster described by ``spec`` and wait until it is usable."""
+        """Start the cluster described by ``spec`` and wait until it is usable.
+
+        Ports are free when chosen but another process may take one before the daemon binds
+        it: a start that fails on ``BindException`` is retried once with new ports."""
+        try:
+            return self._up(spec, timeout_s=timeout_s, progress=progress)
+        except HadoopError as e:
+            if "BindException" not in str(e) and "Address already in use" not in str(e):
+                raise
+            progress(f"a port was taken meanwhile ({str(e).splitlines()[0]}); retrying")
+            return self._up(spec, timeout_s=timeout_s, progress=progress)
+
+    def _up(
+        self,
+        spec: LocalHadoopSpec | None,
+        *,
+        timeout_s: float,
+        progress: Callable[[str], None],
+    ) -> ClusterState:
         spec = replace(spec or LocalHadoopSpec(self.workdir), workdir=self.workdir)
         if any(self.running().values()):
             raise HadoopError(f"a cluster already runs from {self.workdir} "

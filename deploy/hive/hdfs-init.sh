@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-shot HDFS preparation for Hive on Tez on YARN (the hdfs-init service in
-# deploy/docker-compose.yml; runs in the Hive image, HADOOP_CONF_DIR=/hive-conf, as the HDFS
+# docker-compose.yml; runs in the Hive image, HADOOP_CONF_DIR=/hive-conf, as the HDFS
 # superuser through HADOOP_USER_NAME=hadoop). Idempotent: every start re-creates what is missing
 # and re-uploads the Tez jars.
 #
