@@ -780,7 +780,7 @@ def test_submit_end_to_end(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> 
         arb = RunningArbiter(cluster, load_config(environ=env), admin_token="adm").start()
         try:
             args = _submit_args(
-                "--command", "python -m trainer --epochs 3", "--gpus", "4", "--gang-size", "2",
+                "--am-command", "python -m trainer --epochs 3", "--gpus", "4", "--gang-size", "2",
                 "--name", "resnet", "--queue", "ml", "--priority", "3", "--memory-mb", "2048",
                 "--vcores", "2", "--tag", "Team-A", "--env", f"{EMULATOR_GPUS_ENV}=4",
                 "--env", "EPOCHS=3", "--user", "alice", "--am-arbiter", "arbiter:50051",
@@ -832,7 +832,7 @@ def test_submit_end_to_end(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> 
                 ([], {ENV_ARBITER_ADDRESS: "localhost:1"}, ENV_RM_URL),
                 (["--tls-cert", "x.pem"], environ, "--tls-cert and --tls-key go together"),
             ):
-                bad = _submit_args("--command", "x", "--gpus", "1", "--timeout", "1", *argv)
+                bad = _submit_args("--am-command", "x", "--gpus", "1", "--timeout", "1", *argv)
                 out, err = io.StringIO(), io.StringIO()
                 assert bad.func(bad, environ=env2, out=out, err=err) == 1
                 assert expect in err.getvalue() and out.getvalue() == ""
@@ -857,11 +857,11 @@ def test_submit_over_tls(tmp_path: Path, request: pytest.FixtureRequest) -> None
         ).start()
         try:
             environ = {ENV_RM_URL: emu.url, ENV_ARBITER_ADDRESS: f"localhost:{arb.port}"}
-            plain = _submit_args("--command", "am", "--gpus", "2", "--timeout", "2")
+            plain = _submit_args("--am-command", "am", "--gpus", "2", "--timeout", "2")
             err = io.StringIO()
             assert plain.func(plain, environ=environ, out=io.StringIO(), err=err) == 1
             assert "RegisterApp" in err.getvalue() and sim.bodies == []
-            args = _submit_args("--command", "am", "--gpus", "2", "--tls-ca", str(certs["ca"]),
+            args = _submit_args("--am-command", "am", "--gpus", "2", "--tls-ca", str(certs["ca"]),
                                 "--am-tls-ca", "/etc/yarn-arbiter/ca.pem")  # fmt: skip
             out = io.StringIO()
             assert args.func(args, environ=environ, out=out, err=io.StringIO()) == 0
@@ -1057,11 +1057,11 @@ def test_submit_with_an_auth_header_command(tmp_path: Path) -> None:
         ).start()
         try:
             environ = {ENV_RM_URL: emu.url, ENV_ARBITER_ADDRESS: f"localhost:{arb.port}"}
-            plain = _submit_args("--command", "x", "--gpus", "1", "--timeout", "2")
+            plain = _submit_args("--am-command", "x", "--gpus", "1", "--timeout", "2")
             err = io.StringIO()
             assert plain.func(plain, environ=environ, out=io.StringIO(), err=err) == 1
             assert "not authenticated" in err.getvalue() and sim.bodies == []
-            args = _submit_args("--command", "x", "--gpus", "1", "--timeout", "2",
+            args = _submit_args("--am-command", "x", "--gpus", "1", "--timeout", "2",
                                 "--rm-auth-header-command", command)  # fmt: skip
             out, err = io.StringIO(), io.StringIO()
             assert args.func(args, environ=environ, out=out, err=err) == 0, err.getvalue()

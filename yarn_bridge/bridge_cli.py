@@ -42,9 +42,12 @@ from yarn_bridge.enforcer import DEFAULT_SLACK_S, Enforcer
 from yarn_bridge.env import ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA, ENV_RM_URL
 from yarn_bridge.rm import RMClient, RMError
 from yarn_bridge.submit import (
+    LeaseAM,
     SubmitError,
     SubmitSpec,
+    application_classpath,
     channel_credentials,
+    default_am_jar,
     default_user,
     submit_ml_app,
 )
@@ -340,13 +343,20 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
         "submit",
         help="submit an ML application to YARN under the arbiter",
-        description="Register an ML application with the arbiter (RegisterApp) and submit its "
-        "application master to YARN (new-application, then POST /apps) with the arbiter's tags "
-        f"and the AM environment ({ENV_ARBITER_ADDRESS}, YARN_ARBITER_APP_ID, "
-        f"YARN_ARBITER_APP_TOKEN, {ENV_ARBITER_TLS_CA}). Prints the YARN application id. The AM "
-        "asks YARN for its GPU containers itself once the arbiter leases it GPUs.",
+        description="Register an ML application with the arbiter (RegisterApp) and submit it to "
+        "YARN (new-application, then POST /apps) with the arbiter's tags and the AM environment "
+        f"({ENV_ARBITER_ADDRESS}, YARN_ARBITER_APP_ID, YARN_ARBITER_APP_TOKEN, "
+        f"{ENV_ARBITER_TLS_CA}). By default the AM is the arbiter's lease AM: it bids for GPU "
+        "leases and runs --command in one YARN container per leased machine (yarn.io/gpu, "
+        "strict locality; CUDA_VISIBLE_DEVICES set), releasing it when the lease ends or is "
+        "revoked, and finishes when the command exits 0. --am-command submits your own AM "
+        "instead. Prints the YARN application id.",
     )
-    p.add_argument("--command", required=True, help="the AM's launch command")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument(
+        "--command", help="the job: run by bash -c in every leased container (lease AM)"
+    )
+    what.add_argument("--am-command", help="your own AM's launch command instead of the lease AM")
     p.add_argument("--gpus", type=int, required=True, help="the app's maximum GPU demand")
     p.add_argument("--name", default="ml-app", help="application name (default ml-app)")
     p.add_argument("--queue", default="default", help="YARN queue (default default)")
@@ -383,7 +393,73 @@ def add_parsers(sub: Any) -> None:
         "--am-tls-ca", help="CA path as the AM container sees it (default: the --tls-ca path)"
     )
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
+    p.add_argument(
+        "--file", action="append", default=[], help="local file shipped to the AM and the job "
+        "containers as a YARN local resource (file:// URL; repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--archive", action="append", default=[], help="local archive (.tar.gz, .zip, .jar) "
+        "shipped and unpacked as a YARN local resource (repeatable)",
+    )  # fmt: skip
+    a = p.add_argument_group("the lease AM (with --command)")
+    a.add_argument(
+        "--work-gpu-seconds",
+        type=float,
+        default=3600.0,
+        help="the job's serial GPU-seconds of work, for its bids (default 3600)",
+    )
+    a.add_argument(
+        "--am-jar",
+        help="the lease AM's jar (default $YARN_ARBITER_AM_JAR, else java/am/target/"
+        "yarn-arbiter-am.jar: mvn -q -f java/am/pom.xml package -DskipTests)",
+    )
+    a.add_argument(
+        "--am-classpath",
+        help="the AM's Hadoop classpath as the containers see it, comma-separated (default "
+        "yarn.application.classpath from $HADOOP_CONF_DIR/yarn-site.xml, else Hadoop's default)",
+    )
+    a.add_argument(
+        "--java",
+        help="the AM's java as the container sees it (default ${JAVA_HOME:-J}/bin/java: the "
+        "NodeManager's JAVA_HOME, else this environment's J)",
+    )
+    a.add_argument(
+        "--python",
+        default=sys.executable,
+        help="python that runs the sidecar in the AM container (default this one; e.g. "
+        "./venv.tar.gz/bin/python with --archive venv.tar.gz)",
+    )
+    a.add_argument(
+        "--sidecar-arg",
+        action="append",
+        default=[],
+        help="extra argument for python -m yarn_bridge.lease_am (repeatable), e.g. "
+        "--sidecar-arg=--hold-seconds=5",
+    )
     p.set_defaults(func=cmd_submit)
+
+
+def _default_java(env: Mapping[str, str]) -> str:
+    """The NodeManager's ``$JAVA_HOME`` (whitelisted into containers), else ours."""
+    ours = env.get("JAVA_HOME", "")
+    return f"${{JAVA_HOME:-{ours}}}/bin/java" if ours else "$JAVA_HOME/bin/java"
+
+
+def _lease_am(args: argparse.Namespace, env: Mapping[str, str]) -> LeaseAM | None:
+    if args.command is None:
+        return None
+    if args.am_classpath:
+        classpath = tuple(e.strip() for e in args.am_classpath.split(",") if e.strip())
+    else:
+        classpath = application_classpath(env)
+    return LeaseAM(
+        jar=args.am_jar or default_am_jar(env),
+        classpath=classpath,
+        java=args.java or _default_java(env),
+        python=args.python,
+        work_gpu_seconds=args.work_gpu_seconds,
+        sidecar_args=tuple(args.sidecar_arg),
+    )
 
 
 def cmd_submit(
@@ -406,7 +482,7 @@ def cmd_submit(
             raise SubmitError(f"no arbiter: give --arbiter or set {ENV_ARBITER_ADDRESS}")
         spec = SubmitSpec(
             name=args.name,
-            command=args.command,
+            command=args.command if args.command is not None else args.am_command,
             max_gpus=args.gpus,
             queue=args.queue,
             priority=args.priority,
@@ -418,6 +494,9 @@ def cmd_submit(
             max_app_attempts=args.max_attempts,
             user=args.user if args.user is not None else default_user(),
             gang_size=args.gang_size,
+            files=tuple(args.file),
+            archives=tuple(args.archive),
+            lease_am=_lease_am(args, env),
         )
         credentials = channel_credentials(tls_ca, args.tls_cert, args.tls_key)
         options: dict[str, Any] = {"user": args.rm_user, "deadline": args.timeout * 3}
