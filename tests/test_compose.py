@@ -4,7 +4,8 @@ Parses the top-level ``docker-compose.yml`` with PyYAML and the Hadoop/Hive XML 
 ``deploy/conf`` with ElementTree, and checks what a typo would break at ``docker compose up``
 time: pinned images, dependencies, mounts, published ports against ``deploy/README.md``, the
 RM URL the arbiter uses, the arbiter's environment and configuration file, and one story about
-``yarn.io/gpu`` told by resource-types.xml, the NodeManagers' capacity and the Capacity Scheduler's queues.
+``yarn.io/gpu`` told by resource-types.xml, the NodeManagers' capacity and the Capacity
+Scheduler's queues.
 """
 
 from __future__ import annotations
