@@ -258,16 +258,68 @@ class Agent:
         elif kind == "allocation":
             self._allocated(msg.allocation, outbox)
         elif kind == "revocation":
-            r = msg.revocation
-            with self._lock:
-                lease = self.leases.get(r.lease_id)
-            if lease is not None and self.on_revocation is not None:
-                self.on_revocation(lease, r.grace_seconds)
+            cut = self._revoked(msg.revocation)
+            if cut is not None and self.on_revocation is not None:
+                self.on_revocation(cut, msg.revocation.grace_seconds)
         elif kind == "error":
             self.errors.append((msg.error.code, msg.error.message))
             log.warning("agent %s: %s %s", self.app_id, msg.error.code, msg.error.message)
         elif kind == "rho_query":
             outbox.put(pb.AgentMessage(rho_report=pb.RhoReport(rho=self.rho_now())))
+
+    def _revoked(self, r: pb.Revocation) -> HeldLease | None:
+        """Book a revocation: the cut part (these GPUs until now + grace) under the id the
+        arbiter gave it, and what stays of the original lease under its new id, so that a
+        later ``RenewLease``/``ReleaseLease`` names leases the arbiter knows. Without the
+        original id (a policy's cut) the held leases overlapping the cut GPUs are split."""
+        gone = frozenset(r.gpu_ids)
+        now = time.time()
+        with self._lock:
+            if r.original_lease_id and r.original_lease_id in self.leases:
+                hit = [self.leases[r.original_lease_id]]
+            else:
+                hit = [
+                    x for x in self.leases.values() if x.gpus & gone and x.lease_id != r.lease_id
+                ]
+            if not hit and r.lease_id not in self.leases:
+                return None
+            source = hit[0].source if hit else self.leases[r.lease_id].source
+            start = hit[0].start if hit else self.leases[r.lease_id].start
+            for x in hit:
+                del self.leases[x.lease_id]
+                rest = x.gpus - gone
+                if rest and not r.HasField("remainder"):
+                    self.leases[x.lease_id] = HeldLease(x.lease_id, rest, x.start, x.end, x.source)
+            if r.HasField("remainder"):
+                y = r.remainder
+                kept = HeldLease(y.lease_id, frozenset(y.gpu_ids), y.start_unix_s,
+                                 y.end_unix_s, source)  # fmt: skip
+                self.leases[kept.lease_id] = kept
+            cut = HeldLease(r.lease_id, gone, start, now + max(0.0, r.grace_seconds), source)
+            self.leases[cut.lease_id] = cut
+        return cut
+
+    def renew(self, lease_id: str) -> HeldLease | None:
+        """``RenewLease``: the longer lease replaces ``lease_id`` here; ``None`` when the arbiter
+        refuses (other apps wait for GPUs, a drained machine, an unknown lease)."""
+        try:
+            reply = rpc.AppMasterStub(self._channel()).RenewLease(
+                pb.RenewLeaseRequest(lease_id=lease_id),
+                metadata=[("x-app-token", self.token)],
+                timeout=5,
+            )
+        except grpc.RpcError as exc:
+            log.info("agent %s: renewal of %s refused: %s", self.app_id, lease_id,
+                     exc.code() if hasattr(exc, "code") else exc)  # fmt: skip
+            return None
+        x = reply.lease
+        with self._lock:
+            old = self.leases.pop(lease_id, None)
+            new = HeldLease(x.lease_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s,
+                            old.source if old else "auction")  # fmt: skip
+            self.leases[new.lease_id] = new
+            self.history.append(new)
+        return new
 
     def rho_now(self) -> float:
         held = self.held()

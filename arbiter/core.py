@@ -101,9 +101,11 @@ class Allocation:
 
 @dataclass(frozen=True)
 class Revocation:
-    lease: Lease
+    lease: Lease  # the cut part
     grace_seconds: float
     reason: str
+    original: Lease | None = None  # the lease the app held before the cut
+    remainder: Lease | None = None  # what stays of it (a new lease id)
 
 
 CLOSE = object()  # sentinel that ends a session's outbound stream
@@ -415,6 +417,13 @@ class ArbiterCore:
         with self._lock:
             lease = self.find_lease(app_id, lid)
             now = self.clock()
+            drained = sorted({self.cluster.gpu(g).machine for g in lease.gpus} & self.drained)
+            if drained:
+                raise RequestError(
+                    Code.FAILED_PRECONDITION,
+                    f"lease {lid} holds GPUs on drained machine(s) {', '.join(drained)}: it ends "
+                    "at its term",
+                )
             waiting = [
                 a
                 for a in self.sessions
@@ -504,9 +513,10 @@ class ArbiterCore:
                     leases.append(lease)
                     continue
                 cut = replace(lease, gpus=gone, end=max(lease.start + 1e-6, now))
-                self._send(lease.app_id, Revocation(cut, 0.0, "node lost"))
-                if lease.gpus - gone:
-                    leases.append(replace(lease, gpus=lease.gpus - gone))
+                rest = replace(lease, gpus=lease.gpus - gone) if lease.gpus - gone else None
+                self._send(lease.app_id, Revocation(cut, 0.0, "node lost", lease, rest))
+                if rest is not None:
+                    leases.append(rest)
             self.cluster = cluster
             self.drained &= {m.name for m in cluster.machines}
             self._commit(replace(self.state, gpus=cluster.gpu_ids, leases=tuple(leases)))
@@ -609,11 +619,14 @@ class ArbiterCore:
                 if on_machine and lease.end > now + grace:
                     # Only the drained machine's GPUs end early; the rest of the lease stays.
                     cut = replace(lease, gpus=on_machine, end=max(lease.start + 1e-6, now + grace))
+                    rest = (replace(lease, gpus=lease.gpus - on_machine)
+                            if lease.gpus - on_machine else None)  # fmt: skip
                     revoked.append(lease_id(lease))
-                    self._send(lease.app_id, Revocation(cut, grace, f"machine {machine} drained"))
+                    why = f"machine {machine} drained"
+                    self._send(lease.app_id, Revocation(cut, grace, why, lease, rest))
                     leases.append(cut)
-                    if lease.gpus - on_machine:
-                        leases.append(replace(lease, gpus=lease.gpus - on_machine))
+                    if rest is not None:
+                        leases.append(rest)
                 else:
                     leases.append(lease)
             self._commit(replace(self.state, leases=tuple(leases)))

@@ -193,6 +193,8 @@ def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
                 gpu_ids=sorted(item.lease.gpus),
                 grace_seconds=item.grace_seconds,
                 reason=item.reason,
+                original_lease_id=lease_id(item.original) if item.original else "",
+                remainder=lease_to_pb(item.remainder) if item.remainder else None,
             )
         )
     if isinstance(item, RequestError):

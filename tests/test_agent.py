@@ -13,11 +13,11 @@ from arbiter.fairness import SuccessiveHalving, t_id
 from arbiter.server import RunningArbiter
 
 
-def serve(tmp_path: Path, port: int = 0) -> RunningArbiter:
+def serve(tmp_path: Path, port: int = 0, lease_seconds: float = 2) -> RunningArbiter:
     env = {
         "ARBITER_GRPC_PORT": str(port),
         "ARBITER_JOURNAL_PATH": str(tmp_path / "journal.db"),
-        "ARBITER_LEASE_SECONDS": "2",
+        "ARBITER_LEASE_SECONDS": str(lease_seconds),
         "ARBITER_HEARTBEAT_TIMEOUT_SECONDS": "3",
         "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.05",
         "ARBITER_BID_DEADLINE_SECONDS": "1.0",
@@ -75,3 +75,36 @@ def test_agent_reconnects_and_resumes_after_restart(tmp_path: Path) -> None:
             b.stop(0)
     finally:
         agent.stop()
+
+
+def test_a_drain_cut_is_booked_and_the_remainder_renews(tmp_path: Path) -> None:
+    """A drain cuts one machine's GPUs out of a lease under a new id: the Agent holds the cut
+    (until the grace ends) and the remainder under the ids the arbiter knows, so renewing the
+    remainder works, and renewing the cut is refused (its machine is drained)."""
+    a = serve(tmp_path, lease_seconds=60)
+    cuts: list = []
+    agent = hyperband_agent(a.port, 16)
+    agent.on_revocation = lambda cut, grace: cuts.append((cut, grace))
+    try:
+        wait_for(lambda: any(len({CLUSTER.gpu(g).machine for g in x.gpus}) > 1
+                             for x in agent.leases.values()), timeout=15)  # fmt: skip
+        lease = next(x for x in agent.leases.values()
+                     if len({CLUSTER.gpu(g).machine for g in x.gpus}) > 1)  # fmt: skip
+        machine = CLUSTER.gpu(min(lease.gpus)).machine
+        a.core.drain(machine, grace=20.0)
+        wait_for(lambda: cuts, timeout=5)
+        cut, grace = cuts[0]
+        assert grace == 20.0
+        assert cut.gpus == {g for g in lease.gpus if CLUSTER.gpu(g).machine == machine}
+        held = dict(agent.leases)
+        assert lease.lease_id not in held and cut.lease_id in held
+        [rest] = [x for x in held.values() if x.gpus == lease.gpus - cut.gpus]
+        live = {x.lease_id for x in leases_of(a)}
+        assert {cut.lease_id, rest.lease_id} <= live  # both ids are the arbiter's
+        assert agent.renew(cut.lease_id) is None  # a drained machine's GPUs are not renewed
+        # The remainder renews unless another app waits (none does here).
+        renewed = agent.renew(rest.lease_id)
+        assert renewed is not None and renewed.gpus == rest.gpus and renewed.end > rest.end
+    finally:
+        agent.stop()
+        a.stop(0)

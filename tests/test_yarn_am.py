@@ -598,7 +598,7 @@ def test_leases_become_yarn_containers_end_to_end(
                    check=True)  # fmt: skip
     job = (
         'echo "$CONTAINER_ID $YARN_ARBITER_LEASE_ID $CUDA_VISIBLE_DEVICES $(cat data.txt) '
-        f'$(cat pkg.tar.gz/inner.txt)" >> {started}; '
+        f'$(cat pkg.tar.gz/inner.txt) token=${{YARN_ARBITER_APP_TOKEN:-none}}" >> {started}; '
         f"while [ ! -e {done} ]; do sleep 0.1; done"
     )
     t_submit = time.monotonic()
@@ -627,7 +627,8 @@ def test_leases_become_yarn_containers_end_to_end(
                      lambda: len(job_starts()) == len(leased) and job_starts())  # fmt: skip
     cvd = sorted(len(line.split()[2].split(",")) for line in lines)
     assert cvd == sorted(leased.values())  # CUDA_VISIBLE_DEVICES: that machine's GPUs
-    assert all(line.split()[3:] == ["shipped", "unpacked"] for line in lines)
+    # Shipped files are there; the app's arbiter token stays with the AM.
+    assert all(line.split()[3:] == ["shipped", "unpacked", "token=none"] for line in lines)
     print(f"\nsubmit -> containers holding the leased GPUs: {t_running:.2f} s; {leased}")
 
     # Renewals (5 s leases) keep the containers: three renewals, no restart.

@@ -27,7 +27,8 @@ Decisions:
   again in an auction -- keeps the running container, and lost or crossed messages heal on
   the next pass.
 * **Revocations by GPU id.** The arbiter revokes a *cut* of a lease (a drain, a lost node, a
-  policy decision) under a lease id the Agent never saw, so :class:`LeaseAgent` reads the
+  policy decision) under a lease id of its own; the Agent books the cut and the remainder
+  (:meth:`arbiter.agent.Agent._revoked`) and reports the cut GPUs, so the sidecar reads the
   revoked GPU ids off the message itself; a revoked container is released at once (the generic
   job cannot checkpoint, so the grace period is given back to the next holder).
 * **Renewal ahead of the end.** With a quarter of a lease (at least 1 s) left the sidecar asks
@@ -55,12 +56,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
-import grpc
-
 from arbiter.agent import Agent, HeldLease, agent_kwargs_from_env, estimator_from_scheduler
 from arbiter.fairness import JobInfo, SuccessiveHalving, t_id
-from protos.yarnarbiter.v1 import arbiter_pb2 as pb
-from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from yarn_bridge.am_protocol import Allocated, Completed, LeaseContainers, NodeLost, Started
 
 __all__ = ["LeaseAgent", "LeaseSidecar", "gpu_index", "main", "parse_args"]
@@ -87,45 +84,12 @@ def gpu_index(gpu_id: str) -> int:
 
 
 class LeaseAgent(Agent):
-    """An :class:`~arbiter.agent.Agent` that also reports revocations by GPU id
-    (``on_revoked(gpus, grace_seconds)``: the arbiter names a cut of a lease by a fresh id) and
-    can renew a lease it holds (:meth:`renew`)."""
-
-    def __init__(self, *args, on_revoked=None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.on_revoked = on_revoked
-
-    def _handle(self, msg: pb.ArbiterMessage, outbox) -> None:
-        if msg.WhichOneof("kind") == "revocation" and self.on_revoked is not None:
-            r = msg.revocation
-            self.on_revoked(frozenset(r.gpu_ids), r.grace_seconds)
-        super()._handle(msg, outbox)
+    """An :class:`~arbiter.agent.Agent` that says whether the arbiter refused it."""
 
     @property
     def gave_up(self) -> bool:
         """The session thread ended without stop(): the arbiter refused the app."""
         return self._thread is not None and not self._thread.is_alive() and not self.stopped
-
-    def renew(self, lease_id: str) -> HeldLease | None:
-        """``RenewLease``: the longer lease replaces ``lease_id`` here; None when refused."""
-        try:
-            reply = rpc.AppMasterStub(self._channel()).RenewLease(
-                pb.RenewLeaseRequest(lease_id=lease_id),
-                metadata=[("x-app-token", self.token)],
-                timeout=5,
-            )
-        except grpc.RpcError as exc:
-            code = exc.code().name if hasattr(exc, "code") else "UNKNOWN"
-            log.info("renewal of lease %s refused: %s", lease_id, code)
-            return None
-        x = reply.lease
-        with self._lock:
-            old = self.leases.pop(lease_id, None)
-            new = HeldLease(x.lease_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s,
-                            old.source if old else "auction")  # fmt: skip
-            self.leases[new.lease_id] = new
-            self.history.append(new)
-        return new
 
 
 @dataclass(eq=False)
@@ -215,7 +179,7 @@ class LeaseSidecar:
             max_gpu_demand=args.gpus,
             app_name=args.name,
             on_allocation=self._on_allocation,
-            on_revoked=self._on_revoked,
+            on_revocation=self._on_revocation,
             **kwargs,
         )
 
@@ -231,8 +195,8 @@ class LeaseSidecar:
                          len(lease.gpus), sorted(lease.gpus), lease.end, lease.source)  # fmt: skip
         self.wake.set()
 
-    def _on_revoked(self, gpus: frozenset[str], grace: float) -> None:
-        now = time.time()
+    def _on_revocation(self, cut: HeldLease, grace: float) -> None:
+        gpus, now = cut.gpus, time.time()
         with self.lock:
             for g in gpus:
                 self.revoked_at[g] = now

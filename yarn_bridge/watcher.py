@@ -499,18 +499,28 @@ def diff(
 # --------------------------------------------------------------------------------------------
 
 
-def cluster_from_nodes(nodes: Iterable[NodeView], name: str = CLUSTER_NAME) -> Cluster:
+def cluster_from_nodes(
+    nodes: Iterable[NodeView], name: str = CLUSTER_NAME, known: Iterable[NodeView] = ()
+) -> Cluster:
     """The arbiter's cluster for the present GPU nodes (module docstring), ordered by node id.
 
     >>> c = cluster_from_nodes([NodeView("gpu-1:8041", "gpu-1", "/r1", "RUNNING", 2, 8, 8192),
     ...                         NodeView("cpu-1:8041", "cpu-1", "/r1", "RUNNING", 0, 8, 8192)])
     >>> sorted(c.gpu_ids), c.machines[0].rack
     (['gpu-1/s0/g0', 'gpu-1/s0/g1'], 'r1')
+
+    Two NodeManagers on one host are named by node id, and stay so while one of them is LOST
+    (the RM still lists it) or is only ``known`` (seen in an earlier poll): the survivor's GPU
+    ids, and so its leases, do not change.
+
+    >>> two = [NodeView("h:1", "h", "/r", "RUNNING", 1, 8, 8192),
+    ...        NodeView("h:2", "h", "/r", "LOST", 1, 8, 8192)]
+    >>> [m.name for m in cluster_from_nodes(two).machines]
+    ['h:1']
     """
+    nodes = list(nodes)
     chosen = sorted((n for n in nodes if n.present and n.gpus > 0), key=lambda n: n.node_id)
-    hosts: dict[str, int] = {}
-    for n in chosen:
-        hosts[n.host] = hosts.get(n.host, 0) + 1
+    hosts = _nms_per_host(({n.node_id: n for n in known} | {n.node_id: n for n in nodes}).values())
     machines = []
     for n in chosen:
         machine = n.host if n.host and hosts[n.host] == 1 else n.node_id
@@ -528,10 +538,20 @@ def cluster_from_nodes(nodes: Iterable[NodeView], name: str = CLUSTER_NAME) -> C
     return Cluster.from_machines(name, machines)
 
 
-def machine_of(node: NodeView, nodes: Iterable[NodeView]) -> str:
+def _nms_per_host(nodes: Iterable[NodeView]) -> dict[str, int]:
+    """GPU NodeManagers per host among every node the RM lists, whatever its state."""
+    hosts: dict[str, int] = {}
+    for n in nodes:
+        if n.gpus > 0:
+            hosts[n.host] = hosts.get(n.host, 0) + 1
+    return hosts
+
+
+def machine_of(node: NodeView, nodes: Iterable[NodeView], known: Iterable[NodeView] = ()) -> str:
     """The machine name :func:`cluster_from_nodes` gives ``node`` among ``nodes``."""
-    same_host = sum(1 for n in nodes if n.present and n.gpus > 0 and n.host == node.host)
-    name = node.host if node.host and same_host <= 1 else node.node_id
+    by_id = {n.node_id: n for n in known} | {n.node_id: n for n in nodes} | {node.node_id: node}
+    on_host = _nms_per_host(by_id.values()).get(node.host, 0)
+    name = node.host if node.host and on_host <= 1 else node.node_id
     return name.replace("/", "_")
 
 
@@ -681,6 +701,8 @@ class Watcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one poll at a time
+        # Every node the RM ever listed (machine names: NMs sharing a host keep host:port).
+        self.known_nodes: dict[str, NodeView] = {}
 
     # -- observing ---------------------------------------------------------------------------
 
@@ -757,6 +779,7 @@ class Watcher:
             self.stats.consecutive_failures = 0
             view, events = diff(self.view, obs, confirm_polls=self.confirm_polls)
             self.view = view
+            self.known_nodes.update(obs.nodes)
             self.stats.events += len(events)
             self.apply(events, view)
         if self.on_poll is not None:
@@ -783,7 +806,9 @@ class Watcher:
             elif isinstance(ev, NodeRemoved | NodeAdded | NodeChanged | CapacityChanged):
                 log.info("%s", ev)
         if any(isinstance(ev, TOPOLOGY_EVENTS) for ev in events):
-            cluster = cluster_from_nodes(view.nodes.values(), self.cluster_name)
+            cluster = cluster_from_nodes(
+                view.nodes.values(), self.cluster_name, self.known_nodes.values()
+            )
             changed = cluster != core.cluster
             added, removed = core.update_topology(cluster)
             if changed:
@@ -797,7 +822,7 @@ class Watcher:
             )
         for ev in events:
             if isinstance(ev, NodeDraining):
-                machine = machine_of(ev.node, view.nodes.values())
+                machine = machine_of(ev.node, view.nodes.values(), self.known_nodes.values())
                 if ev.node.gpus > 0 and any(m.name == machine for m in core.cluster.machines):
                     grace = float(core.config["arbiter.revocation.grace.seconds"])
                     revoked = core.drain(machine, grace)

@@ -160,16 +160,20 @@ class Allocation(_message.Message):
     def __init__(self, round: _Optional[int] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., hidden_payment: _Optional[float] = ...) -> None: ...
 
 class Revocation(_message.Message):
-    __slots__ = ("lease_id", "gpu_ids", "grace_seconds", "reason")
+    __slots__ = ("lease_id", "gpu_ids", "grace_seconds", "reason", "original_lease_id", "remainder")
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_FIELD_NUMBER: _ClassVar[int]
     GRACE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    REMAINDER_FIELD_NUMBER: _ClassVar[int]
     lease_id: str
     gpu_ids: _containers.RepeatedScalarFieldContainer[str]
     grace_seconds: float
     reason: str
-    def __init__(self, lease_id: _Optional[str] = ..., gpu_ids: _Optional[_Iterable[str]] = ..., grace_seconds: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+    original_lease_id: str
+    remainder: Lease
+    def __init__(self, lease_id: _Optional[str] = ..., gpu_ids: _Optional[_Iterable[str]] = ..., grace_seconds: _Optional[float] = ..., reason: _Optional[str] = ..., original_lease_id: _Optional[str] = ..., remainder: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("sent_unix_s",)

@@ -67,7 +67,7 @@ import org.apache.hadoop.yarn.security.AMRMTokenIdentifier;
  *
  * <p>A container runs {@code bash -c command} with {@code YARN_ARBITER_LEASE_ID}, {@code
  * YARN_ARBITER_GPU_INDICES} and {@code CUDA_VISIBLE_DEVICES} (the indices) plus every {@code
- * YARN_ARBITER_*} variable of the AM, and the local resources listed in {@code
+ * YARN_ARBITER_*} variable of the AM except the app token, and the local resources listed in {@code
  * YARN_ARBITER_LOCAL_RESOURCES} (what {@code yarn-arbiter submit --file/--archive} shipped). If
  * the sidecar exits, everything is released and the AM unregisters (FAILED unless it sent
  * FINISH). Every decision is logged on stderr.
@@ -78,6 +78,8 @@ public final class LeaseApplicationMaster {
   static final String ENV_LOCAL_RESOURCES = "YARN_ARBITER_LOCAL_RESOURCES";
   static final String ENV_HEARTBEAT_MS = "YARN_ARBITER_AM_HEARTBEAT_MS";
   static final String ENV_PREFIX = "YARN_ARBITER_";
+  /** The app's arbiter token: the AM's alone (it acts for the app), never a job container's. */
+  static final String ENV_APP_TOKEN = "YARN_ARBITER_APP_TOKEN";
   static final int MAX_DIAGNOSTICS = 400;
 
   /** An ACQUIRE not yet answered by the RM. */
@@ -367,7 +369,7 @@ public final class LeaseApplicationMaster {
     Map<String, String> env = new HashMap<>();
     for (Map.Entry<String, String> e : System.getenv().entrySet()) {
       if (e.getKey().startsWith(ENV_PREFIX) && !e.getKey().equals(ENV_SIDECAR)
-          && !e.getKey().equals(ENV_LOCAL_RESOURCES)) {
+          && !e.getKey().equals(ENV_LOCAL_RESOURCES) && !e.getKey().equals(ENV_APP_TOKEN)) {
         env.put(e.getKey(), e.getValue());
       }
     }
