@@ -754,21 +754,30 @@ class LocalHadoop:
 
 def kill_orphan_containers(workdir: Path, *, node: str | None = None) -> list[int]:
     """Kill processes whose working directory is under a NodeManager's local dirs of
-    ``workdir`` (``node`` = ``nm1`` to limit it to one): container processes whose NodeManager
-    is gone (DefaultContainerExecutor starts each container in its own session, so they
-    outlive a killed NodeManager). Returns their pids."""
-    roots = [workdir.resolve() / (node or "")]
-    killed = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            cwd = Path(p.cwd())
-        except (psutil.Error, OSError):
-            continue
-        if any(root in cwd.parents and "local" in cwd.relative_to(root).parts for root in roots):
+    ``workdir`` (``node`` = ``nm1`` to limit it to one), with their children: container
+    processes whose NodeManager is gone (DefaultContainerExecutor starts each container in its
+    own session, so they outlive a killed NodeManager). Waits until they are gone (a job's
+    shell may fork meanwhile, so it looks again until a pass finds nothing). Returns the pids."""
+    root = workdir.resolve() / (node or "")
+    killed: list[int] = []
+    for _ in range(5):
+        found = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                cwd = Path(p.cwd())
+            except (psutil.Error, OSError):
+                continue
+            if root in cwd.parents and "local" in cwd.relative_to(root).parts:
+                with contextlib.suppress(psutil.Error):
+                    found.extend([p, *p.children(recursive=True)])
+        if not found:
+            break
+        for p in found:
             with contextlib.suppress(psutil.Error):
                 p.kill()
                 killed.append(p.pid)
-    return killed
+        psutil.wait_procs(found, timeout=5)
+    return sorted(set(killed))
 
 
 def _wait(ready: Callable[[], bool], timeout_s: float, what: str, *watch: Daemon) -> None:
