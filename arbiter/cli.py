@@ -23,6 +23,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from arbiter.auction import Rounding
 from arbiter.bids import generate_bid
@@ -185,6 +186,10 @@ def _progress(
 
 
 def _cmd_live_demo(args: argparse.Namespace) -> int:
+    if args.on == "yarn":
+        from yarn_bridge.yarn_demo import run_yarn_demo
+
+        return run_yarn_demo(args.workdir, hive=not args.no_hive)
     from arbiter.live_demo import run_live_demo
 
     if args.apps < 1 or args.seconds <= 0 or args.lease_seconds <= 0:
@@ -284,11 +289,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     live = sub.add_parser(
         "demo",
-        help="serve the arbiter and let example Hyperband AMs bid for GPU leases",
-        description="Serve the arbiter standalone on a free port and run example application "
-        "masters (successive halving over real numpy training jobs) that bid for GPU leases "
-        "over gRPC; ends with a table of rounds, leases, GPU time and finish-time fairness.",
+        help="the arbiter on a real local YARN: leases become GPU containers, shares executors",
+        description="--on yarn (the default): start a real local YARN (Hadoop 3.5.0 RM and "
+        "NodeManagers from their jars) and the arbiter on it, submit ML apps with yarn-arbiter "
+        "submit whose GPU leases become YARN containers on the leased nodes, then run Hive "
+        "queries whose arbiter share is the number of Spark executors they get in YARN. "
+        "--on standalone: serve the arbiter alone on a declared cluster and run example "
+        "Hyperband AMs (virtual GPUs); ends with a table of rounds, leases and ρ.",
     )
+    live.add_argument("--on", choices=["yarn", "standalone"], default="yarn",
+                      help="yarn (default): a real local YARN; standalone: no Hadoop")  # fmt: skip
+    live.add_argument("--workdir", type=Path, default=Path(".yarn-local"),
+                      help="--on yarn: the local YARN's directory (default .yarn-local; reused "
+                      "when a cluster runs there)")  # fmt: skip
+    live.add_argument("--no-hive", action="store_true", help="--on yarn: skip the Hive queries")
     live.add_argument("--cluster", default="themis-testbed", help="spec name or YAML path")
     live.add_argument("--apps", type=int, default=8, help="example AMs (default 8)")
     live.add_argument("--seconds", type=float, default=60.0, help="time limit (default 60)")

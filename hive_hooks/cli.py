@@ -45,6 +45,11 @@ Decisions:
   sends SIGTERM to that process group (the engine stops its JVM), then to the JVM's group if it
   is still there, SIGKILL after a grace period; a pid is only signalled if its command line is
   still the engine's (no stray kill after pid reuse). Both are idempotent.
+* **engine start --on-yarn** runs ``python -m hive_hooks.yarn_engine`` instead: the same server
+  with its executors in YARN containers (``--hadoop-conf-dir``, queue ``--yarn-queue``), sized by
+  the shares of the queries it runs; the pid file also records its control endpoint
+  (``control``), which ``--engine-control HOST:PORT`` gives a query run so its share is pushed
+  there (:mod:`hive_hooks.yarn_engine`).
 """
 
 from __future__ import annotations
@@ -560,6 +565,11 @@ class ReportingShare:
             )
         return snap
 
+    @property
+    def job_id(self) -> str | None:
+        """The inner source's arbiter job id, if it has one (the engine's pool key)."""
+        return getattr(self.inner, "job_id", None)
+
     def begin(self, query_id: str) -> None:
         self._qid, self._epoch = query_id, None
         self.inner.begin(query_id)
@@ -657,6 +667,16 @@ def _make_share(args: argparse.Namespace, session: Session) -> Any:
     return None
 
 
+def _make_enforcer(args: argparse.Namespace) -> Any:
+    """The engine's share control (``--engine-control``), or None."""
+    if not getattr(args, "engine_control", None):
+        return None
+    from hive_hooks.yarn_engine import EngineControl
+
+    host, _, port = args.engine_control.rpartition(":")
+    return EngineControl(int(port), host or "127.0.0.1")
+
+
 class _Replanner:
     """Builds the QueryRunner lazily (only scripts with a SELECT need the executor), and anew
     after ``USE``/``SET`` (a runner keeps its connections' database and settings)."""
@@ -688,6 +708,7 @@ class _Replanner:
                 hiveconf=self.session.hiveconf,
                 on_event=self.printer.event,
                 hysteresis=self.args.hysteresis,
+                share_enforcer=_make_enforcer(self.args),
             )
         return self._runner
 
@@ -903,8 +924,15 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _is_engine(pid: int | None, marker: str) -> bool:
-    return bool(pid) and _pid_alive(pid) and marker in _cmdline(pid)  # type: ignore[arg-type]
+_ENGINE_MARKERS = ("hive_hooks.engine", "hive_hooks.yarn_engine")
+_JVM_MARKERS = ("HiveThriftServer2", "hive_hooks.yarn_engine")  # yarn: our PySpark driver
+
+
+def _is_engine(pid: int | None, markers: tuple[str, ...]) -> bool:
+    if not pid or not _pid_alive(pid):
+        return False
+    cmdline = _cmdline(pid)
+    return any(m in cmdline for m in markers)
 
 
 def _read_pidfile(workdir: Path) -> dict[str, Any] | None:
@@ -917,8 +945,8 @@ def _read_pidfile(workdir: Path) -> dict[str, Any] | None:
 def _engine_running(workdir: Path) -> dict[str, Any] | None:
     info = _read_pidfile(workdir)
     if info and (
-        _is_engine(info.get("pid"), "hive_hooks.engine")
-        or _is_engine(info.get("jvm_pid"), "HiveThriftServer2")
+        _is_engine(info.get("pid"), _ENGINE_MARKERS)
+        or _is_engine(info.get("jvm_pid"), _JVM_MARKERS)
     ):
         return info
     return None
@@ -943,8 +971,18 @@ def _engine_start(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise CliError(f"port 127.0.0.1:{port} is already in use")
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / ENGINE_LOG
-    cmd = [sys.executable, "-m", "hive_hooks.engine", "--port", str(port), "--dir", str(workdir)]
+    module = "hive_hooks.yarn_engine" if args.on_yarn else "hive_hooks.engine"
+    cmd = [sys.executable, "-m", module, "--port", str(port), "--dir", str(workdir)]
     cmd += ["--driver-memory", args.driver_memory, "--timeout", str(args.timeout)]
+    control = None
+    if args.on_yarn:
+        conf_dir = args.hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR")
+        if not conf_dir:
+            raise CliError("--on-yarn needs --hadoop-conf-dir or HADOOP_CONF_DIR", EXIT_USAGE)
+        control = free_port()
+        cmd += ["--hadoop-conf-dir", str(Path(conf_dir).expanduser().resolve())]
+        cmd += ["--queue", args.yarn_queue, "--control-port", str(control)]
+        cmd += ["--max-executors", str(args.max_executors)]
     with open(log, "ab") as logf:
         logf.write(f"\n--- {dt.datetime.now().isoformat(timespec='seconds')} start\n".encode())
         logf.flush()
@@ -958,6 +996,8 @@ def _engine_start(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     url = f"jdbc:hive2://127.0.0.1:{port}/default;auth=noSasl"
     info = {"pid": proc.pid, "jvm_pid": None, "port": port, "url": url, "workdir": str(workdir)}
+    if control is not None:
+        info["control"] = f"127.0.0.1:{control}"
     info["started_at"] = dt.datetime.now().isoformat(timespec="seconds")
     _write_pidfile(workdir, info)
     if not args.silent:
@@ -971,6 +1011,8 @@ def _engine_start(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _write_pidfile(workdir, info)
     if not args.silent:
         print(f"ready in {time.monotonic() - t0:.1f} s (pid {proc.pid})", file=err, flush=True)
+    if control is not None and not args.silent:
+        print(f"on YARN; share control at {info['control']}", file=err, flush=True)
     print(url, file=out, flush=True)
     return EXIT_OK
 
@@ -1034,8 +1076,8 @@ def _stop(workdir: Path, info: dict[str, Any]) -> list[int]:
     """Stop the engine of a pid file (module docstring); the pids that were signalled."""
     stopped = []
     for key, marker, grace in (
-        ("pid", "hive_hooks.engine", 45.0),
-        ("jvm_pid", "HiveThriftServer2", 15.0),
+        ("pid", _ENGINE_MARKERS, 45.0),
+        ("jvm_pid", _JVM_MARKERS, 15.0),
     ):
         pid = info.get(key)
         if not _is_engine(pid, marker):
@@ -1304,6 +1346,12 @@ def build_parser() -> _Parser:
     rep.add_argument("--arbiter-key", metavar="PEM", help="client private key (mutual TLS)")
     rep.add_argument("--queue", default="default", help="YARN queue reported to the arbiter")
     rep.add_argument(
+        "--engine-control",
+        metavar="HOST:PORT",
+        type=_hostport,
+        help="push the share to this engine (engine start --on-yarn prints it)",
+    )
+    rep.add_argument(
         "--checkpoint-db",
         default="qoop_ckpt",
         metavar="DB",
@@ -1386,6 +1434,20 @@ def build_engine_parser() -> _Parser:
         "--timeout", type=float, default=180.0, help="start: seconds to wait (default 180)"
     )
     p.add_argument("--silent", action="store_true", help="print only the JDBC URL")
+    p.add_argument(
+        "--on-yarn",
+        action="store_true",
+        help="start: executors in YARN containers, sized by the queries' shares",
+    )
+    p.add_argument(
+        "--hadoop-conf-dir",
+        metavar="DIR",
+        help="--on-yarn: YARN client conf (default $HADOOP_CONF_DIR)",
+    )
+    p.add_argument("--yarn-queue", default="analytics", help="--on-yarn: queue (default analytics)")
+    p.add_argument(
+        "--max-executors", type=int, default=8, help="--on-yarn: executor cap (default 8)"
+    )
     return p
 
 

@@ -191,10 +191,11 @@ class LocalHiveServer:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def command(self) -> list[str]:
-        """The spark-submit command line (spec section 2)."""
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings of the server (work dir isolation, small footprint), then
+        ``extra_conf``."""
         w = self.work_dir
-        conf = {
+        return {
             "spark.ui.enabled": "false",
             "spark.local.dir": str(w / "local"),
             "spark.sql.warehouse.dir": str(w / "warehouse"),
@@ -211,7 +212,11 @@ class LocalHiveServer:
             "spark.hadoop.datanucleus.connectionPoolingType": "None",
             **self.extra_conf,
         }
-        hiveconf = {
+
+    def hive_conf(self) -> dict[str, str]:
+        """The HiveServer2 settings: loopback, binary NOSASL transport, paths in the work dir."""
+        w = self.work_dir
+        return {
             "hive.server2.thrift.bind.host": HOST,
             "hive.server2.thrift.port": str(self.port),
             "hive.server2.authentication": "NOSASL",
@@ -221,6 +226,9 @@ class LocalHiveServer:
             "hive.exec.scratchdir": str(w / "scratch" / "hdfs"),
             "hive.downloaded.resources.dir": str(w / "tmp" / "resources"),
         }
+
+    def command(self) -> list[str]:
+        """The spark-submit command line (spec section 2)."""
         cmd = [
             str(spark_home() / "bin" / "spark-submit"),
             "--master",
@@ -232,9 +240,9 @@ class LocalHiveServer:
             "--class",
             THRIFT_SERVER_CLASS,
         ]
-        for k, v in conf.items():
+        for k, v in self.spark_conf().items():
             cmd += ["--conf", f"{k}={v}"]
-        for k, v in hiveconf.items():
+        for k, v in self.hive_conf().items():
             cmd += ["--hiveconf", f"{k}={v}"]
         return cmd
 
@@ -252,16 +260,12 @@ class LocalHiveServer:
             )
         for sub in ("tmp", "local", "oplogs", "scratch", "derby", "logs"):
             (w / sub).mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env["SPARK_HOME"] = str(spark_home())
-        env["SPARK_LOCAL_IP"] = HOST
-        env.pop("SPARK_CONF_DIR", None)
         t0 = time.monotonic()
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._proc = subprocess.Popen(
             self.command(),
             cwd=w,
-            env=env,
+            env=self.environment(),
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
@@ -275,6 +279,14 @@ class LocalHiveServer:
             raise
         self.start_seconds = time.monotonic() - t0
         return self
+
+    def environment(self) -> dict[str, str]:
+        """The server process's environment: this one, with SPARK_HOME the pyspark package."""
+        env = dict(os.environ)
+        env["SPARK_HOME"] = str(spark_home())
+        env["SPARK_LOCAL_IP"] = HOST
+        env.pop("SPARK_CONF_DIR", None)
+        return env
 
     def _wait_ready(self, t0: float) -> None:
         deadline = t0 + self.start_timeout
@@ -308,7 +320,7 @@ class LocalHiveServer:
             atexit.unregister(self.stop)
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    self._request_stop(proc)
                 try:
                     proc.wait(timeout)
                 except subprocess.TimeoutExpired:
@@ -323,6 +335,10 @@ class LocalHiveServer:
             self._log_file = None
         if remove_dir and self._own_dir and self.work_dir.exists():
             shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def _request_stop(self, proc: subprocess.Popen[bytes]) -> None:
+        """Ask the server to stop: SIGTERM to its process group (the JVM stops in ~2 s)."""
+        os.killpg(proc.pid, signal.SIGTERM)
 
     def kill(self) -> None:
         """SIGKILL the server's whole process group (a crash: no shutdown hooks, statements cut

@@ -71,6 +71,14 @@ Decisions where the spec is silent or Hive differs from Tez:
   ``COUNT(*)``) run before ``begin`` (the share's clock starts after planning) and so untagged:
   the query is not registered yet, so its app is counted once either way. A rejected tag
   setting is logged, not fatal (the query's answer does not depend on it).
+* **Share enforcement** (QOOP §2.3: the share is what the query runs with): with a
+  ``share_enforcer`` (:class:`~hive_hooks.share.ShareEnforcer`, e.g.
+  :class:`hive_hooks.yarn_engine.EngineControl`), the run's share goes to the engine when the
+  run starts (after ``begin``) and on every share change, next to the planner's decision, and is
+  released when the run ends (success or not). The run's key there is its arbiter job id when
+  registered, else the query id; its connections carry the enforcer's session settings (the
+  Spark FAIR scheduler pool) like the YARN tags above, and get the enforcer's defaults back after
+  the run. An enforcer that fails is logged, not fatal (the answer does not depend on it).
 * **Lost connection** (the server died or restarted): every running stage is lost (event
   ``lost``); the runner reconnects (every second, up to ``reconnect_timeout_s``), checks the
   registered checkpoints against the server's tables (a missing one is forgotten and
@@ -172,7 +180,7 @@ from hive_hooks.errors import (
     is_connection_lost,
 )
 from hive_hooks.registry import CheckpointRecord, CheckpointRegistry, show_tables
-from hive_hooks.share import ShareSource, StaticShare, tag_settings
+from hive_hooks.share import ShareEnforcer, ShareSource, StaticShare, tag_settings
 from qoop_planner.cost import CostConfig, History, StageMeasurement, TableStats
 from qoop_planner.model import (
     Plan,
@@ -704,7 +712,8 @@ class QueryRunner:
     ``max_concurrency`` stages at once, ``materialize_scans``, ``reconnect_timeout_s``,
     ``fetch_size`` rows per fetch, ``metadata_ttl_s`` (how long a table's description is reused
     by later runs of this runner), ``cost_config`` for the planner, ``engine_settings`` to
-    replace :data:`ENGINE_SETTINGS`.
+    replace :data:`ENGINE_SETTINGS`. ``share_enforcer`` makes the share the engine's resources
+    (module docstring: share enforcement).
     """
 
     def __init__(
@@ -727,6 +736,7 @@ class QueryRunner:
         metadata_ttl_s: float = 5.0,
         cost_config: CostConfig | None = None,
         engine_settings: Mapping[str, str] = ENGINE_SETTINGS,
+        share_enforcer: ShareEnforcer | None = None,
     ) -> None:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", checkpoint_db):
             raise ValueError(f"checkpoint_db {checkpoint_db!r} is not a plain identifier")
@@ -756,6 +766,8 @@ class QueryRunner:
         self.metadata_ttl_s = metadata_ttl_s
         self.cost_config = cost_config
         self.engine_settings = dict(engine_settings)
+        self.share_enforcer = share_enforcer
+        self._share_key: str | None = None  # the run's key at the enforcer, while it runs
         self.poll_interval = 0.02
         self.cancel_settle_s = 1.5  # how long a cancelled CTAS is watched for a late table
         self._pool = _Pool(
@@ -768,6 +780,8 @@ class QueryRunner:
             weakref.WeakKeyDictionary()
         )
         self._tag_lock = threading.Lock()
+        # what a run-scoped setting goes back to when the user's hiveconf does not say
+        self._tag_defaults = share_enforcer.session_defaults() if share_enforcer else {}
         self._current_db: str | None = None
         self._ready = False
         self._tables: dict[str, tuple[float, TableInfo]] = {}
@@ -800,7 +814,7 @@ class QueryRunner:
         cur = conn.cursor()
         try:
             for key in sorted({*have, *want}):
-                value = want.get(key, self.hiveconf.get(key, ""))
+                value = want.get(key, self.hiveconf.get(key, self._tag_defaults.get(key, "")))
                 if (e := _try_set(cur, key, value)) is not None:
                     log.warning("tag setting %s=%s not accepted: %s", key, value, engine_message(e))
         finally:
@@ -1130,18 +1144,43 @@ class QueryRunner:
                 self.share.begin(qid)
                 try:
                     self._tags = tag_settings(self.share, self.hiveconf)
+                    if self.share_enforcer is not None:
+                        self._share_key = getattr(self.share, "job_id", None) or qid
+                        self._tags.update(self.share_enforcer.session_settings(self._share_key))
+                        self.enforce_share(self.share.current().share)
                     if self._tags:
                         self._with_reconnect(self._control)  # tagged before any stage runs
                     result = _Execution(self, prep, t0).run()
                 finally:
                     self._tags = {}
                     self._on_rows = None
+                    self._release_share()
                     self.share.end(qid)
             except BaseException as e:
                 self.registry.finish_run(qid, "failed", str(e)[:2000])
                 raise
             self.registry.finish_run(qid, "finished")
             return result
+
+    # -- share enforcement -------------------------------------------------------------------
+
+    def enforce_share(self, share: Share) -> None:
+        """Give the running query's share to the engine (module docstring: share enforcement)."""
+        if self.share_enforcer is None or self._share_key is None:
+            return
+        try:
+            self.share_enforcer.apply_share(self._share_key, share)
+        except Exception as e:
+            log.warning("share enforcer: applying %s to %s failed: %s", share, self._share_key, e)
+
+    def _release_share(self) -> None:
+        key, self._share_key = self._share_key, None
+        if self.share_enforcer is None or key is None:
+            return
+        try:
+            self.share_enforcer.release_share(key)
+        except Exception as e:
+            log.warning("share enforcer: releasing %s failed: %s", key, e)
 
     # -- worker side -------------------------------------------------------------------------
 
@@ -1739,6 +1778,7 @@ class _Execution:
                     epoch, share = snap.epoch, snap.share
                     self.share_changes += 1
                     self.dirty = True
+                    r.enforce_share(share)
                     if self.final_task is None and len(plans) > 1:
                         new = r.policy(
                             plans, self.progress(current.plan_id), share, current.plan_id

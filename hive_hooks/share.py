@@ -75,6 +75,7 @@ __all__ = [
     "ArbiterShare",
     "ManualShare",
     "ScriptedShare",
+    "ShareEnforcer",
     "ShareSnapshot",
     "ShareSource",
     "StaticShare",
@@ -102,7 +103,17 @@ def tag_settings(source: object, user: Mapping[str, str] | None = None) -> dict[
     >>> s.job_id = "query-00ab"
     >>> tag_settings(s, {"mapreduce.job.tags": "etl"})["mapreduce.job.tags"]
     'etl,yarn-arbiter-query:query-00ab'
+
+    A wrapper that keeps its source in ``inner`` (``qoop-hive``'s reporting wrapper) is seen
+    through:
+
+    >>> class Wrapper:
+    ...     inner = s
+    >>> tag_settings(Wrapper())["hive.query.tag"]
+    'yarn-arbiter-query:query-00ab'
     """
+    while not isinstance(source, ArbiterShare) and hasattr(source, "inner"):
+        source = source.inner
     job_id = getattr(source, "job_id", None) if isinstance(source, ArbiterShare) else None
     if not job_id:
         return {}
@@ -144,6 +155,24 @@ class ShareSource(Protocol):
     def wait_change(self, after_epoch: int, timeout: float) -> ShareSnapshot: ...
 
     def end(self, query_id: str) -> None: ...
+
+
+@runtime_checkable
+class ShareEnforcer(Protocol):
+    """Turns the shares of the queries an engine serves into its resources (QOOP §2.3: the
+    share is what the query *gets*, not only what its planner assumes). The executor calls
+    :meth:`apply_share` when a run starts and on every share change, :meth:`release_share` when
+    the run ends, and gives every connection of the run :meth:`session_settings` (back to
+    :meth:`session_defaults` afterwards). Implemented by
+    :class:`hive_hooks.yarn_engine.EngineControl` (executors in YARN containers)."""
+
+    def apply_share(self, query_id: str, share: Share) -> None: ...
+
+    def release_share(self, query_id: str) -> None: ...
+
+    def session_settings(self, query_id: str) -> dict[str, str]: ...
+
+    def session_defaults(self) -> dict[str, str]: ...
 
 
 class _Feed:

@@ -103,3 +103,37 @@ def make_yarn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     finally:
         for c in started:
             c.local.down()
+
+
+# -- lease AMs on the real cluster (tests/yarn_helpers.py) -----------------------------------
+
+
+@pytest.fixture(scope="session")
+def am_jar() -> Path:
+    """The lease AM's jar, built with Maven when missing or older than its sources."""
+    from yarn_bridge.local_hadoop import build_am_jar
+
+    return build_am_jar()
+
+
+@pytest.fixture
+def arbiter(yarn_cluster, tmp_path: Path) -> Iterator:
+    """An arbiter serving the real cluster (5 s leases); YARN apps left running are killed."""
+    from yarn_helpers import KNOBS, Arbiter, wait_for, yarn_gpus_by_node
+
+    from yarn_bridge.rm import RMClient
+
+    # The previous test's apps were killed: YARN releases their containers within seconds.
+    wait_for("no GPU in use (the previous test's apps gone)",
+             lambda: yarn_gpus_by_node(yarn_cluster.rm_url) == {}, timeout=60)  # fmt: skip
+    arb = Arbiter(tmp_path, yarn_cluster.rm_url, **KNOBS)
+    try:
+        state = wait_for("the arbiter's cluster from the RM", arb.state, timeout=60)
+        assert {g.machine for g in state.gpus} == set(yarn_cluster.node_ids)
+        yield arb
+    finally:
+        with RMClient(yarn_cluster.rm_url) as rm:
+            for yid in arb.submitted:
+                if not rm.app(yid).is_final:
+                    rm.kill_app(yid)
+        arb.stop()

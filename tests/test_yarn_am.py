@@ -19,24 +19,29 @@ import io
 import os
 import re
 import shlex
-import shutil
-import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-import grpc
 import httpx
 import pytest
+from yarn_helpers import (  # type: ignore[import-not-found]
+    Arbiter,
+    am_log,
+    app_gpus,
+    final,
+    gpus_by_machine,
+    gpus_by_node,
+    submit_job,
+    wait_for,
+    yarn_app,
+    yarn_gpus_by_node,
+)
 
 from arbiter.agent import HeldLease
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
-from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from yarn_bridge.am_protocol import (
     ENV_LOCAL_RESOURCES,
     ENV_SIDECAR,
@@ -57,7 +62,6 @@ from yarn_bridge.am_protocol import (
 from yarn_bridge.bridge_cli import add_parsers
 from yarn_bridge.lease_am import LeaseSidecar, gpu_index, parse_args
 from yarn_bridge.local_hadoop import kill_orphan_containers
-from yarn_bridge.rm import RMClient
 from yarn_bridge.submit import (
     AM_MAIN_CLASS,
     DEFAULT_APPLICATION_CLASSPATH,
@@ -417,167 +421,6 @@ def test_submit_errors_and_the_classpath(tmp_path: Path) -> None:
 
 
 # -- on a real YARN ------------------------------------------------------------------------------
-
-
-def wait_for(what: str, probe: Callable[[], T], timeout: float = 60.0, every: float = 0.1) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def am_jar() -> Path:
-    """The AM jar, built with Maven when missing or older than its sources."""
-    jar = REPO / "java" / "am" / "target" / "yarn-arbiter-am.jar"
-    sources = [REPO / "java" / "am" / "pom.xml", *(REPO / "java" / "am" / "src").rglob("*.java")]
-    newest = max(p.stat().st_mtime for p in sources)
-    if not jar.exists() or jar.stat().st_mtime < newest:
-        mvn = shutil.which("mvn")
-        assert mvn is not None, "Maven (mvn) is needed to build java/am (make jars)"
-        pom = str(REPO / "java" / "am" / "pom.xml")
-        out = subprocess.run([mvn, "-q", "-f", pom, "package", "-DskipTests"],
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
-        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return jar
-
-
-class Arbiter:
-    """``yarn-arbiter serve --rm-url`` in a subprocess, with an Admin stub."""
-
-    def __init__(self, tmp_path: Path, rm_url: str, **knobs: str) -> None:
-        (tmp_path / "admin").write_text("adm\n")
-        self.port = free_port()
-        env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin"),
-               "ARBITER_AUCTION_WORKER_PROCESS": "false", **knobs}  # fmt: skip
-        cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", rm_url,
-               "--port", str(self.port), "--journal", str(tmp_path / "j.db"),
-               "--rm-poll-seconds", "0.5"]  # fmt: skip
-        self.log = open(tmp_path / "arbiter.log", "w")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        self.admin = rpc.AdminStub(self.channel)
-        self.submitted: list[str] = []
-
-    def call(self, method: str, request):
-        return getattr(self.admin, method)(request, metadata=[("x-admin-token", "adm")], timeout=5)
-
-    def state(self) -> pb.ClusterState | None:
-        try:
-            return self.call("GetClusterState", pb.ClusterStateRequest())
-        except grpc.RpcError:
-            assert self.proc.poll() is None, "the arbiter exited"
-            return None
-
-    def leases(self, app_id: str = "") -> list[pb.Lease]:
-        now = time.time()
-        reply = self.call("ListLeases", pb.ListLeasesRequest(app_id=app_id))
-        return [x for x in reply.leases if x.start_unix_s <= now < x.end_unix_s]
-
-    def stop(self) -> None:
-        self.channel.close()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-
-
-def gpus_by_node(leases: list[pb.Lease], live: list[str]) -> dict[str, int]:
-    """Leased GPUs by YARN node id; a machine named by host is the live node on that host."""
-    out: dict[str, int] = {}
-    for machine, n in gpus_by_machine(leases).items():
-        [node] = [x for x in live if machine in (x, x.rsplit(":", 1)[0])] or [machine]
-        out[node] = out.get(node, 0) + n
-    return out
-
-
-def gpus_by_machine(leases: list[pb.Lease]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for x in leases:
-        for g in x.gpu_ids:
-            machine = g.rsplit("/s", 1)[0]
-            out[machine] = out.get(machine, 0) + 1
-    return out
-
-
-def _gpu(resource: dict) -> int:
-    infos = resource.get("resourceInformations", {}).get("resourceInformation", [])
-    return next((int(r["value"]) for r in infos if r["name"] == "yarn.io/gpu"), 0)
-
-
-def yarn_gpus_by_node(rm_url: str) -> dict[str, int]:
-    nodes = httpx.get(f"{rm_url}/ws/v1/cluster/nodes", timeout=5).json()["nodes"]["node"]
-    used = {n["id"]: _gpu(n.get("usedResource", {})) for n in nodes}  # (none on a LOST node)
-    return {node: n for node, n in used.items() if n}
-
-
-def yarn_app(rm_url: str, app_id: str) -> dict:
-    return httpx.get(f"{rm_url}/ws/v1/cluster/apps/{app_id}", timeout=5).json()["app"]
-
-
-def app_gpus(app: dict) -> int:
-    """yarn.io/gpu the app holds now (resourceInfo, partition "")."""
-    parts = app.get("resourceInfo", {}).get("resourceUsagesByPartition", [])
-    return sum(_gpu(p.get("used", {})) for p in parts)
-
-
-KNOBS = {"ARBITER_LEASE_SECONDS": "5", "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.2",
-         "ARBITER_BID_DEADLINE_SECONDS": "1"}  # fmt: skip
-
-
-@pytest.fixture
-def arbiter(yarn_cluster, tmp_path: Path) -> Iterator[Arbiter]:
-    """An arbiter serving the real cluster (5 s leases); YARN apps left running are killed."""
-    assert yarn_gpus_by_node(yarn_cluster.rm_url) == {}, "the cluster should be idle"
-    arb = Arbiter(tmp_path, yarn_cluster.rm_url, **KNOBS)
-    try:
-        state = wait_for("the arbiter's cluster from the RM", arb.state, timeout=60)
-        assert {g.machine for g in state.gpus} == set(yarn_cluster.node_ids)
-        yield arb
-    finally:
-        with RMClient(yarn_cluster.rm_url) as rm:
-            for yid in arb.submitted:
-                if not rm.app(yid).is_final:
-                    rm.kill_app(yid)
-        arb.stop()
-
-
-def submit_job(yarn_cluster, arb: Arbiter, am_jar: Path, job: str, gpus: int, *extra: str):
-    """``yarn-arbiter submit --command job``: (YARN id, arbiter app id)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "arbiter.cli", "submit", "--rm-url", yarn_cluster.rm_url,
-         "--arbiter", f"127.0.0.1:{arb.port}", "--gpus", str(gpus), "--name", "lease-am-test",
-         "--queue", "gpu", "--command", job, "--am-jar", str(am_jar), *extra],
-        env=yarn_cluster.env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    yarn_id = out.stdout.strip()
-    arb.submitted.append(yarn_id)
-    return yarn_id, out.stderr.rsplit(" is arbiter app ", 1)[1].split()[0]
-
-
-def am_log(yarn_cluster, yarn_id: str) -> str:
-    """The AM's stderr (its decisions and the sidecar's) from the NodeManagers' log dirs."""
-    logs = sorted(yarn_cluster.workdir.rglob(f"{yarn_id}/container_*_000001/AppMaster.stderr"))
-    return logs[0].read_text(errors="replace") if logs else ""
-
-
-def final(rm_url: str, yarn_id: str) -> dict | None:
-    app = yarn_app(rm_url, yarn_id)
-    return app if app["state"] in ("FINISHED", "FAILED", "KILLED") else None
 
 
 @pytest.mark.yarn

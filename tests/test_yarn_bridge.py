@@ -19,6 +19,7 @@ import shlex
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -663,6 +664,7 @@ def test_outage_and_restart_cause_retries_and_no_spurious_change(
     emu: RMEmulator, core: ArbiterCore
 ) -> None:
     app_id, yid, q, sub, b = _baseline(emu, core)
+    b.watcher.node_resync_s = 0  # count node absences at once (the resync rule: next test)
     leases = core.state.leases
     for mode in ("refused", "503", "drop"):
         emu.set_outage(mode)
@@ -700,6 +702,27 @@ def test_outage_and_restart_cause_retries_and_no_spurious_change(
     assert kinds(events) == ["AppEnded"] and events[0].confirmed_by == "absence"
     assert app_id not in core.apps and core.state.leases == () and drain(q)[-1] is CLOSE
     b.stop()
+
+
+def test_nodes_missing_from_a_young_rm_are_not_lost() -> None:
+    """NodeManagers re-register over seconds after an RM restart: while the RM has been up
+    less than node_resync_s, a node it does not list is not counted missing; a node it lists
+    LOST still goes at once, and absence counts again once the RM is older."""
+    n1 = NodeView("h:1", "h", "/r", "RUNNING", 4, 8, 8192)
+    n2 = NodeView("h:2", "h", "/r", "RUNNING", 4, 8, 8192)
+    view, _ = diff(RMView(), Observation(nodes={"h:1": n1, "h:2": n2}))
+    young = Observation(nodes={}, rm_uptime_s=3.0)
+    for _ in range(5):
+        view, events = diff(view, young, confirm_polls=2, node_resync_s=60)
+        assert events == () and not view.missing_nodes
+    lost = replace(n2, state="LOST")
+    view, events = diff(view, Observation(nodes={"h:2": lost}, rm_uptime_s=3.0),
+                        confirm_polls=2, node_resync_s=60)  # fmt: skip
+    assert kinds(events) == ["NodeRemoved"] and set(view.nodes) == {"h:1"}
+    old = Observation(nodes={}, rm_uptime_s=61.0)
+    view, _ = diff(view, old, confirm_polls=2, node_resync_s=60)
+    view, events = diff(view, old, confirm_polls=2, node_resync_s=60)
+    assert kinds(events) == ["NodeRemoved"] and not view.nodes
 
 
 @pytest.mark.parametrize("mode", ["redirect", "refresh"])

@@ -68,6 +68,7 @@ __all__ = [
     "HadoopError",
     "LocalHadoop",
     "LocalHadoopSpec",
+    "build_am_jar",
     "ensure_jars",
     "find_java",
     "jar_cache_dir",
@@ -127,6 +128,29 @@ def find_java(environ: Mapping[str, str] | None = None) -> Path:
     if not found:
         raise HadoopError("no java on PATH and JAVA_HOME unset: install Java 17 (openjdk-17-jdk)")
     return Path(found).resolve()
+
+
+AM_POM: Final = REPO / "java" / "am" / "pom.xml"
+AM_JAR: Final = REPO / "java" / "am" / "target" / "yarn-arbiter-am.jar"
+
+
+def build_am_jar(*, progress: Callable[[str], None] = lambda _m: None) -> Path:
+    """The lease AM's jar (``java/am``), built with Maven when missing or older than its
+    sources. Raises :class:`HadoopError` with Maven's last lines when the build fails."""
+    sources = [AM_POM, *(AM_POM.parent / "src").rglob("*.java")]
+    newest = max(p.stat().st_mtime for p in sources)
+    if AM_JAR.exists() and AM_JAR.stat().st_mtime >= newest:
+        return AM_JAR
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise HadoopError("Maven (mvn) is not installed: it builds the lease AM (java/am)")
+    progress("building the lease ApplicationMaster (java/am, Maven) ...")
+    cmd = [mvn, "-B", "-q", "-f", str(AM_POM), "package", "-DskipTests"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+        raise HadoopError(f"Maven could not build the lease AM ({' '.join(cmd)}):\n{tail}")
+    return AM_JAR
 
 
 def java_home(java: Path) -> Path:

@@ -1,0 +1,411 @@
+"""``yarn-arbiter demo`` on a real local YARN: leases become containers, shares become executors.
+
+What it runs, in order (each step prints what it did and where to look):
+
+1. **A real YARN** (:mod:`yarn_bridge.local_hadoop`) in ``--workdir`` (default ``.yarn-local``):
+   Hadoop 3.5.0's ResourceManager and two NodeManagers with 4 ``yarn.io/gpu`` each, reused when
+   one already runs there.
+2. **The arbiter** (``yarn-arbiter serve --rm-url``, a subprocess): Themis auctions over the
+   GPUs the RM reports, the bridge beside it (watcher, lease enforcer, the ``root.gpu`` queue's
+   GPU guarantee kept equal to the GPUs under lease).
+3. **ML apps through ``yarn-arbiter submit``**, one after another: each runs under the lease
+   ApplicationMaster (:mod:`yarn_bridge.lease_am`), which turns every lease into a container
+   with ``yarn.io/gpu`` on the leased node running :mod:`arbiter.examples.train_job` (data-
+   parallel SGD on the leased devices, resumable from a checkpoint). While they run, a line per
+   change shows, per app, the GPUs the arbiter leased and the GPUs YARN's containers hold, by
+   node (read from the RM's own app-attempt container listing), and the job's progress.
+4. **Hive queries whose share is real** (``--no-hive`` skips it): the Spark Thrift Server with
+   its executors in YARN containers of the ``analytics`` queue (:mod:`hive_hooks.yarn_engine`),
+   two TPC-H queries run through QOOP's replanner (:class:`hive_hooks.executor.QueryRunner`),
+   each registered with the arbiter (its share stream), the second started while the first
+   runs: the arbiter's 1-over-n share halves and the engine's executors in YARN follow it.
+   Every query's rows are checked against the same SQL run in one statement.
+5. A summary table per app (what YARN accounted: GPU-seconds, containers, final status) and
+   where to look: the RM's web UI, ``yarn-arbiter admin``, the logs. The arbiter and the engine
+   stop; YARN keeps running (its UI shows the finished apps) until ``yarn-arbiter hadoop down``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import grpc
+import httpx
+
+from arbiter.tables import format_table
+from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+from yarn_bridge.local_hadoop import (
+    ClusterState,
+    HadoopError,
+    LocalHadoop,
+    LocalHadoopSpec,
+    build_am_jar,
+)
+
+__all__ = ["DEMO_APPS", "DemoApp", "run_yarn_demo"]
+
+ADMIN_TOKEN_FILE = "admin-token"
+LEASE_SECONDS = 8
+# name, max GPU demand, samples to train on, seconds after the start it is submitted
+DEMO_APPS = (("resnet-search", 8, 40_000, 0.0), ("bert-tune", 4, 16_000, 8.0),
+             ("ncf-small", 2, 6_000, 16.0))  # fmt: skip
+DEMO_QUERIES = (5, 3)  # TPC-H: the first runs alone for a while, then the second joins
+
+
+@dataclass
+class DemoApp:
+    name: str
+    gpus: int
+    samples: int
+    at_s: float
+    yarn_id: str = ""
+    app_id: str = ""
+    submitted_s: float = 0.0
+    first_gpus_s: float | None = None
+    containers: set[str] = field(default_factory=set)
+    max_gpus: int = 0
+    final: dict | None = None
+    last_line: str = ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Arbiter:
+    """``yarn-arbiter serve --rm-url`` as a subprocess, with an Admin stub."""
+
+    def __init__(self, workdir: Path, rm_url: str) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.token = "demo-admin"
+        (workdir / ADMIN_TOKEN_FILE).write_text(self.token + "\n")
+        self.port = _free_port()
+        env = {**os.environ,
+               "ARBITER_ADMIN_TOKEN_FILE": str(workdir / ADMIN_TOKEN_FILE),
+               "ARBITER_LEASE_SECONDS": str(LEASE_SECONDS),
+               "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.2",
+               "ARBITER_BID_DEADLINE_SECONDS": "1"}  # fmt: skip
+        journal = workdir / "journal.db"
+        for stale in workdir.glob("journal.db*"):  # a new demo starts from an empty journal
+            stale.unlink()
+        cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", rm_url,
+               "--port", str(self.port), "--journal", str(journal), "--rm-poll-seconds", "1",
+               "--gpu-queue", "root.gpu"]  # fmt: skip
+        self.log_path = workdir / "arbiter.log"
+        self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop)
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)  # fmt: skip
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.admin = rpc.AdminStub(self.channel)
+
+    def call(self, method: str, request: Any) -> Any:
+        md = [("x-admin-token", self.token)]
+        return getattr(self.admin, method)(request, metadata=md, timeout=5)
+
+    def wait_ready(self, timeout: float = 90.0) -> pb.ClusterState:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise HadoopError(f"the arbiter exited ({self.proc.returncode}); see "
+                                  f"{self.log_path}")  # fmt: skip
+            try:
+                return self.call("GetClusterState", pb.ClusterStateRequest())
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise HadoopError(f"the arbiter did not answer in {timeout:.0f} s; see "
+                                      f"{self.log_path}") from None  # fmt: skip
+                time.sleep(0.3)
+
+    def leased_by_machine(self, app_id: str) -> dict[str, int]:
+        now = time.time()
+        out: dict[str, int] = {}
+        for x in self.call("ListLeases", pb.ListLeasesRequest(app_id=app_id)).leases:
+            if x.start_unix_s <= now < x.end_unix_s:
+                for g in x.gpu_ids:
+                    m = g.rsplit("/s", 1)[0]
+                    out[m] = out.get(m, 0) + 1
+        return out
+
+    def stop(self) -> None:
+        self.channel.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def _gpu(resources: dict) -> int:
+    for e in (resources.get("allocatedResources") or {}).get("entry", []):
+        if e.get("key") == "yarn.io/gpu":
+            return int(e.get("value", 0))
+    return 0
+
+
+def yarn_gpus_by_node(rm_url: str, yarn_id: str) -> tuple[dict[str, int], set[str], dict]:
+    """(GPUs by node, container ids) of the app's running containers, as the RM lists them
+    (``/apps/{id}/appattempts/{attempt}/containers``), and the app itself."""
+    app = httpx.get(f"{rm_url}/ws/v1/cluster/apps/{yarn_id}", timeout=5).json()["app"]
+    attempts = httpx.get(f"{rm_url}/ws/v1/cluster/apps/{yarn_id}/appattempts", timeout=5).json()
+    rows = (attempts.get("appAttempts") or {}).get("appAttempt") or []
+    if not rows or app["state"] in ("FINISHED", "FAILED", "KILLED"):
+        return {}, set(), app
+    attempt = rows[-1]["appAttemptId"]
+    url = f"{rm_url}/ws/v1/cluster/apps/{yarn_id}/appattempts/{attempt}/containers"
+    body = httpx.get(url, timeout=5).json()
+    by_node: dict[str, int] = {}
+    ids: set[str] = set()
+    for c in body.get("container") or []:
+        g = _gpu(c)
+        if g and c.get("containerState") == "RUNNING":
+            by_node[c["assignedNodeId"]] = by_node.get(c["assignedNodeId"], 0) + g
+            ids.add(c["containerId"])
+    return by_node, ids, app
+
+
+def _fmt(by_node: dict[str, int]) -> str:
+    return " + ".join(f"{n}@{k.rsplit(':', 1)[-1]}" for k, n in sorted(by_node.items())) or "-"
+
+
+def _progress(checkpoint: Path, samples: int) -> str:
+    try:
+        import numpy as np
+
+        with np.load(checkpoint) as ck:
+            return f"{100 * min(1.0, int(ck['done']) / samples):3.0f}%"
+    except (OSError, ValueError, KeyError):
+        return "  0%"
+
+
+def _submit(app: DemoApp, rm_url: str, arbiter_port: int, jobs: Path, env: dict[str, str],
+            am_jar: Path) -> None:  # fmt: skip
+    job = (f"{shlex.quote(sys.executable)} -m arbiter.examples.train_job "
+           f"--checkpoint {shlex.quote(str(jobs / (app.name + '.npz')))} "
+           f"--samples {app.samples} --step-seconds 0.5")  # fmt: skip
+    cmd = [sys.executable, "-m", "arbiter.cli", "submit", "--rm-url", rm_url,
+           "--arbiter", f"127.0.0.1:{arbiter_port}", "--gpus", str(app.gpus), "--name", app.name,
+           "--queue", "gpu", "--command", job, "--am-jar", str(am_jar),
+           "--work-gpu-seconds", str(app.samples / 256 * 0.5)]  # fmt: skip
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise HadoopError(f"yarn-arbiter submit {app.name} failed:\n{out.stderr[-2000:]}")
+    app.yarn_id = out.stdout.strip()
+    app.app_id = out.stderr.rsplit(" is arbiter app ", 1)[1].split()[0]
+
+
+def run_ml_phase(state: ClusterState, arb: _Arbiter, workdir: Path, say: Callable[[str], None],
+                 *, timeout_s: float = 300.0) -> list[DemoApp]:  # fmt: skip
+    rm_url = state.rm_url
+    am_jar = build_am_jar(progress=say)
+    jobs = workdir / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    for old in jobs.glob("*.npz"):
+        old.unlink()
+    env = {**os.environ, "JAVA_HOME": state.java_home, "HADOOP_CONF_DIR": state.client_conf}
+    apps = [DemoApp(n, g, s, at) for n, g, s, at in DEMO_APPS]
+    t0 = time.monotonic()
+    pending = list(apps)
+    say(f"{'t':>5}  {'app':<14} {'state':<9} {'leased (GPUs@node)':<22} "
+        f"{'YARN containers':<22} progress")  # fmt: skip
+    while True:
+        now = time.monotonic() - t0
+        while pending and pending[0].at_s <= now:
+            app = pending.pop(0)
+            _submit(app, rm_url, arb.port, jobs, env, am_jar)
+            app.submitted_s = time.monotonic() - t0
+            say(f"{now:5.1f}  submitted {app.name} ({app.gpus} GPUs max): YARN {app.yarn_id}, "
+                f"arbiter {app.app_id}")  # fmt: skip
+        live = [a for a in apps if a.yarn_id and a.final is None]
+        for a in live:
+            try:
+                by_node, ids, yarn = yarn_gpus_by_node(rm_url, a.yarn_id)
+                leased = arb.leased_by_machine(a.app_id)
+            except (httpx.HTTPError, grpc.RpcError, KeyError, ValueError):
+                continue  # one missed sample; the next poll reads again
+            a.containers |= ids
+            a.max_gpus = max(a.max_gpus, sum(by_node.values()))
+            if by_node and a.first_gpus_s is None:
+                a.first_gpus_s = time.monotonic() - t0 - a.submitted_s
+            if yarn["state"] in ("FINISHED", "FAILED", "KILLED"):
+                a.final = yarn
+            progress = _progress(jobs / (a.name + ".npz"), a.samples)
+            line = (f"{a.name:<14} {yarn['state']:<9} {_fmt(leased):<22} "
+                    f"{_fmt(by_node):<22} {progress}")  # fmt: skip
+            if line != a.last_line:
+                a.last_line = line
+                say(f"{time.monotonic() - t0:5.1f}  {line}")
+        if not pending and all(a.final is not None for a in apps):
+            return apps
+        if time.monotonic() - t0 > timeout_s:
+            raise HadoopError(f"the ML apps did not finish in {timeout_s:.0f} s; see "
+                              f"{arb.log_path} and the RM UI {rm_url}")  # fmt: skip
+        time.sleep(1.0)
+
+
+def ml_summary(apps: list[DemoApp]) -> str:
+    rows = []
+    for a in apps:
+        f = a.final or {}
+        secs = f.get("resourceSecondsMap", {}).get("entry", [])
+        gpu_s = next((int(e["value"]) for e in secs if e.get("key") == "yarn.io/gpu"), 0)
+        rows.append([a.name, str(a.gpus), f"{a.first_gpus_s:.1f}" if a.first_gpus_s else "-",
+                     str(len(a.containers)), str(a.max_gpus), str(gpu_s),
+                     f"{int(f.get('elapsedTime', 0)) / 1000:.1f}",
+                     f"{f.get('state', '?')}/{f.get('finalStatus', '?')}"])  # fmt: skip
+    headers = ["app", "max GPUs", "submit->GPUs (s)", "containers", "peak GPUs in YARN",
+               "GPU-s (YARN)", "YARN elapsed (s)", "final"]  # fmt: skip
+    return format_table(headers, rows)
+
+
+def run_hive_phase(state: ClusterState, arb: _Arbiter, workdir: Path,
+                   say: Callable[[str], None]) -> int:  # fmt: skip
+    """Two TPC-H queries on the Spark Thrift Server whose executors are YARN containers sized
+    by the arbiter's share; returns 1 if a query's rows were wrong."""
+    from hive_hooks.cli import format_event
+    from hive_hooks.demo import _same_rows
+    from hive_hooks.executor import QueryRunner
+    from hive_hooks.registry import CheckpointRegistry
+    from hive_hooks.share import ArbiterShare
+    from hive_hooks.tpcload import load_tpc as load_into_hive
+    from hive_hooks.yarn_engine import ExecutorSpec, YarnHiveServer
+    from qoop_planner.tpc import load_tpc
+
+    root = workdir / "hive"
+    srv = YarnHiveServer(work_dir=root / "engine", hadoop_conf_dir=state.client_conf,
+                         java_home=state.java_home, spec=ExecutorSpec(max_total=6))  # fmt: skip
+    say(f"starting the Spark Thrift Server with executors on YARN (queue analytics) in "
+        f"{root / 'engine'} ...")  # fmt: skip
+    srv.start()
+    registry = CheckpointRegistry(root / "registry.db")
+    wrong = 0
+    try:
+        ctl = srv.control
+        say(f"ready in {srv.start_seconds:.1f} s: {srv.jdbc_url};auth=noSasl, YARN app "
+            f"{ctl.status().get('app_id')}")  # fmt: skip
+        report = load_into_hive(srv.connect, "tpch", 0.01, "tpch", data_dir=root / "data")
+        say(f"loaded TPC-H sf 0.01: {sum(report.rows.values()):,} rows in {report.seconds:.1f} s")
+        texts = load_tpc("tpch", 0.01).queries
+        stop = threading.Event()
+
+        def watch_executors() -> None:
+            last = None
+            while not stop.wait(1.0):
+                with contextlib.suppress(Exception):
+                    st = ctl.status()
+                    app = httpx.get(f"{state.rm_url}/ws/v1/cluster/apps/{st['app_id']}",
+                                    timeout=5).json()["app"]  # fmt: skip
+                    now = (st.get("target"), app.get("runningContainers"),
+                           app.get("allocatedVCores"))
+                    if now != last:
+                        last = now
+                        say(f"  engine: target {now[0]} executors; YARN: {now[1]} containers, "
+                            f"{now[2]} vcores (executors + the Spark AM)")  # fmt: skip
+
+        watcher = threading.Thread(target=watch_executors, daemon=True)
+        watcher.start()
+        results: dict[int, Any] = {}
+
+        def run(n: int, delay: float) -> None:
+            time.sleep(delay)
+            share = ArbiterShare(f"127.0.0.1:{arb.port}", queue_name="analytics")
+            runner = QueryRunner(
+                lambda: srv.connect(database="tpch"), registry=registry, share=share,
+                share_enforcer=ctl, on_event=lambda ev: say(f"  Q{n}: {format_event(ev)}"),
+            )
+            try:
+                results[n] = runner.run(texts[n], query_id=f"demo-q{n}")
+            finally:
+                runner.close()
+
+        threads = [threading.Thread(target=run, args=(n, 6.0 * i), daemon=True)
+                   for i, n in enumerate(DEMO_QUERIES)]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        stop.set()
+        for n in DEMO_QUERIES:
+            res = results.get(n)
+            if res is None:
+                say(f"Q{n}: did not finish")
+                wrong += 1
+                continue
+            conn = srv.connect(database="tpch")
+            try:
+                cur = conn.cursor()
+                cur.execute(texts[n])
+                ok = _same_rows(res.rows, [tuple(r) for r in cur.fetchall()])
+            finally:
+                conn.close()
+            wrong += not ok
+            verdict = "match" if ok else "DO NOT match"
+            say(f"Q{n}: {len(res.rows)} rows in {res.elapsed_s:.1f} s, {len(res.switches)} plan "
+                f"switch(es); rows {verdict} the one-shot SQL")  # fmt: skip
+    finally:
+        registry.close()
+        srv.stop()
+    return 1 if wrong else 0
+
+
+def run_yarn_demo(workdir: Path, *, hive: bool = True, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+
+    def say(text: str = "") -> None:
+        print(text, file=out, flush=True)
+
+    t_start = time.monotonic()
+    local = LocalHadoop(workdir)
+    rm_url = local.active_rm()
+    if rm_url is None:
+        say(f"starting a real YARN in {local.workdir} (Hadoop 3.5.0 RM + 2 NodeManagers x 4 "
+            "yarn.io/gpu) ...")  # fmt: skip
+        state = local.up(LocalHadoopSpec(local.workdir), progress=say)
+        say(f"YARN up in {state.startup_s:.1f} s")
+    else:
+        state = local.state()
+        assert state is not None
+        say(f"reusing the YARN running in {local.workdir}")
+    say(f"ResourceManager web UI: {state.rm_url}")
+    arb = _Arbiter(local.workdir / "arbiter", state.rm_url)
+    status = 0
+    try:
+        cluster = arb.wait_ready()
+        machines = sorted({g.machine for g in cluster.gpus})
+        say(f"arbiter on 127.0.0.1:{arb.port} (Themis, {LEASE_SECONDS} s leases): "
+            f"{len(cluster.gpus)} GPUs on {', '.join(machines)} (from the RM)\n")  # fmt: skip
+        say("=== ML apps: every lease is a YARN container with yarn.io/gpu on the leased node")
+        apps = run_ml_phase(state, arb, local.workdir, say)
+        say("\n" + ml_summary(apps))
+        status |= any((a.final or {}).get("finalStatus") != "SUCCEEDED" for a in apps)
+        if hive:
+            say("\n=== Hive queries: the arbiter's share is the executors they run on")
+            status |= run_hive_phase(state, arb, local.workdir, say)
+    finally:
+        arb.stop()
+    say(f"\ndemo done in {time.monotonic() - t_start:.0f} s. Where to look:")
+    say(f"  ResourceManager UI   {state.rm_url}/cluster/apps  (the apps, their GPUs and queues)")
+    say(f"  scheduler queues     {state.rm_url}/cluster/scheduler")
+    say(f"  arbiter log          {arb.log_path}")
+    say(f"  daemons              yarn-arbiter hadoop status --workdir {local.workdir}")
+    say("  a live arbiter       yarn-arbiter serve --rm-url " + state.rm_url
+        + " ... then yarn-arbiter admin state")  # fmt: skip
+    say(f"  stop YARN            yarn-arbiter hadoop down --workdir {local.workdir}")
+    return status
