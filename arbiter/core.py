@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import queue
+import re
 import threading
 import time
 import uuid
@@ -228,7 +229,16 @@ class ArbiterCore:
         queue_name: str,
         max_gpu_demand: int,
         jobs: Iterable[Mapping[str, object]] = (),
+        yarn_app_id: str = "",
     ) -> tuple[str, str]:
+        """Register an app; ``yarn_app_id`` binds it to its YARN application, and the YARN
+        bridge then acts on that application's events only (a YARN app carrying this app's tag
+        is not enough)."""
+        if yarn_app_id and not re.fullmatch(r"application_\d+_\d+", yarn_app_id):
+            raise RequestError(
+                Code.INVALID_ARGUMENT,
+                f"yarn_application_id {yarn_app_id[:80]!r} is not application_<ts>_<n>",
+            )
         if not 1 <= max_gpu_demand <= self.cluster.num_gpus:
             raise RequestError(
                 Code.INVALID_ARGUMENT,
@@ -247,6 +257,7 @@ class ArbiterCore:
             max_gpu_demand,
             tuple(dict(j) for j in jobs),
             self.clock(),
+            yarn_app_id,
         )
         with self._lock:
             self.journal.put_app(record)

@@ -75,6 +75,7 @@ class AppRecord:
     max_gpu_demand: int = 1
     jobs: tuple[Mapping[str, object], ...] = ()
     registered_at: float = 0.0
+    yarn_app_id: str = ""  # the YARN application the app is bound to ("" = not bound)
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,12 @@ class SQLiteJournal:
                 CREATE TABLE IF NOT EXISTS knobs (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 """
         )
+        # Journals written before apps were bound to their YARN application gain the column
+        # (empty: not bound); nothing else changes, so the schema version stays.
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(apps)")}
+        if "yarn_app_id" not in columns:
+            with self._tx():
+                self._db.execute("ALTER TABLE apps ADD COLUMN yarn_app_id TEXT NOT NULL DEFAULT ''")
         with self._tx():
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
@@ -179,7 +186,7 @@ class SQLiteJournal:
     def put_app(self, app: AppRecord) -> None:
         with self._tx() as db:
             db.execute(
-                "INSERT OR REPLACE INTO apps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO apps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     app.app_id,
                     app.token_hash,
@@ -189,6 +196,7 @@ class SQLiteJournal:
                     app.max_gpu_demand,
                     json.dumps([dict(j) for j in app.jobs]),
                     app.registered_at,
+                    app.yarn_app_id,
                 ),
             )
 
@@ -242,7 +250,9 @@ class SQLiteJournal:
         down takes its GPUs out of their leases (as a live node loss does)."""
         db = self._db
         apps = {
-            r[0]: AppRecord(r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])), r[7])
+            r[0]: AppRecord(
+                r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])), r[7], r[8] or ""
+            )
             for r in db.execute("SELECT * FROM apps ORDER BY app_id")
         }
         leases = tuple(

@@ -224,6 +224,7 @@ class AppMasterService(rpc.AppMasterServicer):
                 queue_name=request.queue,
                 max_gpu_demand=request.max_gpu_demand,
                 jobs=jobs,
+                yarn_app_id=request.yarn_application_id,
             )
         except RequestError as err:
             await _abort(context, err, self.core)

@@ -27,7 +27,7 @@ import pytest
 from test_tls import pki  # type: ignore[import-not-found]  # noqa: F401  (the fixture)
 
 from arbiter.config import load_config
-from arbiter.core import CLOSE, ArbiterCore, Revocation
+from arbiter.core import CLOSE, ArbiterCore, RequestError, Revocation
 from arbiter.journal import SQLiteJournal
 from arbiter.rounds import check_invariants
 from arbiter.server import RunningArbiter
@@ -1094,3 +1094,26 @@ def test_submit_with_an_auth_header_command(tmp_path: Path) -> None:
             assert all(r.headers["authorization"] == FAKE_TOKEN for r in posts[-2:])
         finally:
             arb.stop(0)
+
+
+def test_a_forged_tag_cannot_end_or_shield_another_app(emu: RMEmulator, core: ArbiterCore) -> None:
+    """An app bound to its YARN application at registration is finished only by that
+    application's end: another YARN app carrying its tag (forged, or a stale resubmission) is
+    ignored by the watcher and the enforcer alike, and a journal restart keeps the binding."""
+    real = yarn_ml_app(emu, "placeholder", gpus=1)  # the app's own YARN application
+    app_id, _ = core.register_app(app_name="ml", user="u", queue_name="ml", max_gpu_demand=4,
+                                  yarn_app_id=real)  # fmt: skip
+    forged = yarn_ml_app(emu, app_id, gpus=2)
+    b = bridge(core, emu.url)
+    assert b.tick()
+    assert b.view.apps[forged].arbiter_id is None  # unlinked: not app_id's
+    with RMClient(emu.url, **FAST) as rm:
+        rm.kill_app(forged)
+    for _ in range(3):
+        assert b.tick()
+    assert app_id in core.apps  # the forged app's end did not finish it
+    assert core.apps[app_id].yarn_app_id == real
+    with pytest.raises(RequestError, match="is not application_"):
+        core.register_app(app_name="x", user="u", queue_name="q", max_gpu_demand=1,
+                          yarn_app_id="application_1; DROP")  # fmt: skip
+    b.stop()

@@ -97,7 +97,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
@@ -572,6 +572,28 @@ def machine_of(node: NodeView, nodes: Iterable[NodeView], known: Iterable[NodeVi
     return name.replace("/", "_")
 
 
+def bound(apps: Mapping[str, AppView], bindings: Mapping[str, str]) -> dict[str, AppView]:
+    """``apps`` with every ML app's link to an arbiter app checked against the YARN id that app
+    registered with (``bindings``: arbiter app id -> YARN application id, ``""`` when it
+    registered without one): a YARN app whose ``yarn-arbiter-app:<id>`` tag names an app bound
+    to *another* YARN application is unlinked (``arbiter_id=None``), so it can neither end that
+    app nor borrow its leases. Apps registered without a YARN id keep the tag's link.
+
+    >>> a = AppView("application_1_0002", "RUNNING", ML, arbiter_id="app-1")
+    >>> bound({a.yarn_id: a}, {"app-1": "application_1_0001"})[a.yarn_id].arbiter_id is None
+    True
+    >>> bound({a.yarn_id: a}, {"app-1": "application_1_0002"})[a.yarn_id].arbiter_id
+    'app-1'
+    """
+    out = {}
+    for yid, app in apps.items():
+        want = bindings.get(app.arbiter_id or "", "")
+        if app.kind == ML and app.arbiter_id and want and want != yid:
+            app = replace(app, arbiter_id=None)
+        out[yid] = app
+    return out
+
+
 def external_jobs(apps: Iterable[AppView]) -> int:
     """QOOP's external |J|: live analytics apps not tagged as a registered query's app.
 
@@ -720,6 +742,7 @@ class Watcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one poll at a time
+        self._forged: set[str] = set()  # YARN apps whose arbiter tag was refused (logged once)
         # Every node the RM ever listed (machine names: NMs sharing a host keep host:port).
         self.known_nodes: dict[str, NodeView] = {}
 
@@ -738,14 +761,27 @@ class Watcher:
             # A 404 (an RM restarted without recovery) counts as absence.
             with contextlib.suppress(RMNotFound):
                 apps[app.yarn_id] = app_view(rm.app(app.yarn_id))
-        registered = frozenset(self.core.snapshot()["apps"])
+        records = self.core.snapshot()["apps"]
+        bindings = {k: getattr(r, "yarn_app_id", "") for k, r in records.items()}
+        forged = sorted(
+            y for y, a in apps.items()
+            if a.arbiter_id and bindings.get(a.arbiter_id, "") not in ("", y)
+        )  # fmt: skip
+        for yid in forged:
+            if yid not in self._forged:
+                self._forged.add(yid)
+                log.warning("YARN app %s carries the tag of arbiter app %s, which is bound to %s: "
+                            "ignored", yid, apps[yid].arbiter_id,
+                            bindings[apps[yid].arbiter_id or ""])  # fmt: skip
+        apps = bound(apps, bindings)
+        registered = frozenset(records)
         linked = {a.arbiter_id for a in apps.values() if a.kind == ML and a.live}
         unlinked = registered - linked
         if unlinked and unlinked != self._reconciled:
             # Arbiter apps with no live YARN app: did it end while nobody was watching?
             ended = rm.apps(tags=[ML_APP_TAG], states=sorted(FINAL_STATES), deselects=_DESELECTS)
             for app in ended:
-                v = app_view(app)
+                v = next(iter(bound({app.id: app_view(app)}, bindings).values()))
                 if v.arbiter_id in unlinked and v.yarn_id not in apps:
                     apps[v.yarn_id] = v
         metrics = rm.cluster_metrics()

@@ -14,12 +14,14 @@ What it runs, in order (each step prints what it did and where to look):
    parallel SGD on the leased devices, resumable from a checkpoint). While they run, a line per
    change shows, per app, the GPUs the arbiter leased and the GPUs YARN's containers hold, by
    node (read from the RM's own app-attempt container listing), and the job's progress.
-4. **Hive queries whose share is real** (``--no-hive`` skips it): the Spark Thrift Server with
+4. **A Hive query whose share is real** (``--no-hive`` skips it): the Spark Thrift Server with
    its executors in YARN containers of the ``analytics`` queue (:mod:`hive_hooks.yarn_engine`),
-   two TPC-H queries run through QOOP's replanner (:class:`hive_hooks.executor.QueryRunner`),
-   each registered with the arbiter (its share stream), the second started while the first
-   runs: the arbiter's 1-over-n share halves and the engine's executors in YARN follow it.
-   Every query's rows are checked against the same SQL run in one statement.
+   TPC-H Q5 run through QOOP's replanner (:class:`hive_hooks.executor.QueryRunner`) and
+   registered with the arbiter (its share stream). When its first stage is done another
+   tenant's job arrives in the ``analytics`` queue (a plain YARN app): the arbiter's watcher
+   counts it in QOOP's |J|, the query's 1-over-n share halves, and the executors YARN reports
+   for the engine follow; two stages later that job leaves and the share recovers. The rows
+   are checked against the same SQL run in one statement.
 5. A summary table per app (what YARN accounted: GPU-seconds, containers, final status) and
    where to look: the RM's web UI, ``yarn-arbiter admin``, the logs. The arbiter and the engine
    stop; YARN keeps running (its UI shows the finished apps) until ``yarn-arbiter hadoop down``.
@@ -62,7 +64,7 @@ LEASE_SECONDS = 8
 # name, max GPU demand, samples to train on, seconds after the start it is submitted
 DEMO_APPS = (("resnet-search", 8, 40_000, 0.0), ("bert-tune", 4, 16_000, 8.0),
              ("ncf-small", 2, 6_000, 16.0))  # fmt: skip
-DEMO_QUERIES = (5, 3)  # TPC-H: the first runs alone for a while, then the second joins
+DEMO_QUERY = 5  # TPC-H Q5: six relations, several join stages to see the share move
 
 
 @dataclass
@@ -277,9 +279,10 @@ def ml_summary(apps: list[DemoApp]) -> str:
 
 def run_hive_phase(state: ClusterState, arb: _Arbiter, workdir: Path,
                    say: Callable[[str], None]) -> int:  # fmt: skip
-    """Two TPC-H queries on the Spark Thrift Server whose executors are YARN containers sized
-    by the arbiter's share; returns 1 if a query's rows were wrong."""
-    from hive_hooks.cli import format_event
+    """A TPC-H query on the Spark Thrift Server whose executors are YARN containers sized by
+    the query's arbiter share, while another tenant's analytics job comes and goes (QOOP's
+    1-over-n share halves, then recovers); returns 1 if the query's rows were wrong."""
+    from hive_hooks.cli import ReportingShare, format_event
     from hive_hooks.demo import _same_rows
     from hive_hooks.executor import QueryRunner
     from hive_hooks.registry import CheckpointRegistry
@@ -287,82 +290,89 @@ def run_hive_phase(state: ClusterState, arb: _Arbiter, workdir: Path,
     from hive_hooks.tpcload import load_tpc as load_into_hive
     from hive_hooks.yarn_engine import ExecutorSpec, YarnHiveServer
     from qoop_planner.tpc import load_tpc
+    from yarn_bridge.rm import AppSubmission, RMClient
 
     root = workdir / "hive"
     srv = YarnHiveServer(work_dir=root / "engine", hadoop_conf_dir=state.client_conf,
-                         java_home=state.java_home, spec=ExecutorSpec(max_total=6))  # fmt: skip
+                         java_home=state.java_home, spec=ExecutorSpec(max_total=8))  # fmt: skip
     say(f"starting the Spark Thrift Server with executors on YARN (queue analytics) in "
         f"{root / 'engine'} ...")  # fmt: skip
     srv.start()
     registry = CheckpointRegistry(root / "registry.db")
-    wrong = 0
+    rm = RMClient(state.rm_url)
+    other: str | None = None
+    stop = threading.Event()
     try:
         ctl = srv.control
+        engine_app = ctl.status().get("app_id")
         say(f"ready in {srv.start_seconds:.1f} s: {srv.jdbc_url};auth=noSasl, YARN app "
-            f"{ctl.status().get('app_id')}")  # fmt: skip
+            f"{engine_app}")  # fmt: skip
         report = load_into_hive(srv.connect, "tpch", 0.01, "tpch", data_dir=root / "data")
         say(f"loaded TPC-H sf 0.01: {sum(report.rows.values()):,} rows in {report.seconds:.1f} s")
-        texts = load_tpc("tpch", 0.01).queries
-        stop = threading.Event()
+        n = DEMO_QUERY
+        sql = load_tpc("tpch", 0.01).queries[n]
 
         def watch_executors() -> None:
             last = None
-            while not stop.wait(1.0):
+            while not stop.wait(0.5):
                 with contextlib.suppress(Exception):
-                    st = ctl.status()
-                    app = httpx.get(f"{state.rm_url}/ws/v1/cluster/apps/{st['app_id']}",
+                    target = ctl.status().get("target")
+                    app = httpx.get(f"{state.rm_url}/ws/v1/cluster/apps/{engine_app}",
                                     timeout=5).json()["app"]  # fmt: skip
-                    now = (st.get("target"), app.get("runningContainers"),
-                           app.get("allocatedVCores"))
+                    now = (target, app.get("runningContainers"), app.get("allocatedVCores"))
                     if now != last:
                         last = now
-                        say(f"  engine: target {now[0]} executors; YARN: {now[1]} containers, "
-                            f"{now[2]} vcores (executors + the Spark AM)")  # fmt: skip
+                        say(f"  engine: {now[0]} executors wanted; YARN reports {now[1]} "
+                            f"containers, {now[2]} vcores (executors + the Spark AM)")  # fmt: skip
 
-        watcher = threading.Thread(target=watch_executors, daemon=True)
-        watcher.start()
-        results: dict[int, Any] = {}
+        threading.Thread(target=watch_executors, daemon=True).start()
+        share = ReportingShare(ArbiterShare(f"127.0.0.1:{arb.port}", queue_name="analytics"),
+                               lambda text: say("  " + text))  # fmt: skip
+        stages, left = 0, False
 
-        def run(n: int, delay: float) -> None:
-            time.sleep(delay)
-            share = ArbiterShare(f"127.0.0.1:{arb.port}", queue_name="analytics")
-            runner = QueryRunner(
-                lambda: srv.connect(database="tpch"), registry=registry, share=share,
-                share_enforcer=ctl, on_event=lambda ev: say(f"  Q{n}: {format_event(ev)}"),
-            )
-            try:
-                results[n] = runner.run(texts[n], query_id=f"demo-q{n}")
-            finally:
-                runner.close()
+        def on_event(ev: Any) -> None:
+            nonlocal stages, other, left
+            say(f"  {format_event(ev)}")
+            if getattr(ev, "kind", "") == "done":
+                stages += 1
+            if stages == 1 and other is None:
+                # Another tenant's job arrives in the analytics queue: QOOP's |J| is 2.
+                other = rm.new_application().application_id
+                rm.submit_app(AppSubmission(other, "other-tenant-etl", "sleep 600",
+                                            queue="analytics", memory_mb=512))  # fmt: skip
+                say(f"  another tenant's analytics job arrives: YARN {other}")
+            if stages >= 3 and other is not None and not left:
+                left = True
+                rm.kill_app(other, wait=False)
+                say(f"  ... and leaves (killed {other})")
 
-        threads = [threading.Thread(target=run, args=(n, 6.0 * i), daemon=True)
-                   for i, n in enumerate(DEMO_QUERIES)]  # fmt: skip
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
-        stop.set()
-        for n in DEMO_QUERIES:
-            res = results.get(n)
-            if res is None:
-                say(f"Q{n}: did not finish")
-                wrong += 1
-                continue
-            conn = srv.connect(database="tpch")
-            try:
-                cur = conn.cursor()
-                cur.execute(texts[n])
-                ok = _same_rows(res.rows, [tuple(r) for r in cur.fetchall()])
-            finally:
-                conn.close()
-            wrong += not ok
-            verdict = "match" if ok else "DO NOT match"
-            say(f"Q{n}: {len(res.rows)} rows in {res.elapsed_s:.1f} s, {len(res.switches)} plan "
-                f"switch(es); rows {verdict} the one-shot SQL")  # fmt: skip
+        runner = QueryRunner(lambda: srv.connect(database="tpch"), registry=registry,
+                             share=share, share_enforcer=ctl, on_event=on_event)  # fmt: skip
+        try:
+            res = runner.run(sql, query_id=f"demo-q{n}")
+        finally:
+            runner.close()
+        conn = srv.connect(database="tpch")
+        try:
+            cur = conn.cursor()
+            cur.execute(sql)
+            ok = _same_rows(res.rows, [tuple(r) for r in cur.fetchall()])
+        finally:
+            conn.close()
+        verdict = "match" if ok else "DO NOT match"
+        say(f"TPC-H Q{n}: {len(res.rows)} rows in {res.elapsed_s:.1f} s, {len(res.switches)} "
+            f"plan switch(es), {res.share_changes} share change(s); rows {verdict} the "
+            "one-shot SQL")  # fmt: skip
+        return 0 if ok else 1
     finally:
+        stop.set()
+        if other is not None:
+            with contextlib.suppress(Exception):
+                if not rm.app(other).is_final:
+                    rm.kill_app(other, wait=False)
+        rm.close()
         registry.close()
         srv.stop()
-    return 1 if wrong else 0
 
 
 def run_yarn_demo(workdir: Path, *, hive: bool = True, out: TextIO | None = None) -> int:

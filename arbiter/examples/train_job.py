@@ -14,6 +14,11 @@ parallel mini-batch SGD of a logistic regression with numpy on a fixed synthetic
   (written to a temporary file and renamed, so a container killed mid-write leaves the last
   good one). A container started for a new lease resumes from it: a revocation costs at most
   one step.
+* **Several containers, one job.** A lease that spans machines gets one container per machine,
+  each running this command: they are workers of one job sharing the checkpoint as a parameter
+  server on shared storage. Each step reads the latest weights, adds its devices' gradient and
+  writes back under an exclusive lock (``fcntl`` on ``<checkpoint>.lock``), so the samples of
+  every worker count once and the job ends when their sum is reached.
 * **Exit 0** when the samples are done (the lease AM then finishes the app and gives its leases
   back); a progress line per step on stdout (the container's log).
 """
@@ -21,6 +26,8 @@ parallel mini-batch SGD of a logistic regression with numpy on a fixed synthetic
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
 import sys
 import time
@@ -52,6 +59,16 @@ def _save(path: Path, w: np.ndarray, done: int) -> None:
     os.replace(tmp, path)
 
 
+@contextlib.contextmanager
+def _locked(checkpoint: Path):
+    with open(checkpoint.with_name(checkpoint.name + ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def train(
     checkpoint: Path,
     *,
@@ -66,19 +83,22 @@ def train(
     """Train until ``samples`` are done (resuming from ``checkpoint``); returns the final
     training loss."""
     x, y = _problem(seed)
-    w, done = _load(checkpoint)
-    rng = np.random.default_rng(seed + done)
+    rng = np.random.default_rng([seed, os.getpid()])
     loss = float("nan")
-    while done < samples:
+    while True:
         t0 = time.monotonic()
-        grad = np.zeros_like(w)
-        for _ in range(devices):  # one replica per device, gradients averaged (all-reduce)
-            idx = rng.integers(0, len(x), size=batch)
-            p = 1.0 / (1.0 + np.exp(-(x[idx] @ w)))
-            grad += x[idx].T @ (p - y[idx]) / batch
-        w = w - lr * grad / devices
-        done += batch * devices
-        _save(checkpoint, w, done)
+        with _locked(checkpoint):  # one worker's step at a time on the shared weights
+            w, done = _load(checkpoint)
+            if done >= samples:
+                break
+            grad = np.zeros_like(w)
+            for _ in range(devices):  # one replica per device, gradients averaged (all-reduce)
+                idx = rng.integers(0, len(x), size=batch)
+                p = 1.0 / (1.0 + np.exp(-(x[idx] @ w)))
+                grad += x[idx].T @ (p - y[idx]) / batch
+            w = w - lr * grad / devices
+            done += batch * devices
+            _save(checkpoint, w, done)
         p = np.clip(1.0 / (1.0 + np.exp(-(x @ w))), 1e-9, 1 - 1e-9)
         loss = float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
         print(f"{min(done, samples)}/{samples} samples on {devices} device(s), "
