@@ -11,12 +11,11 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
+from yarn_helpers import wait_for  # type: ignore[import-not-found]
 
 from arbiter.config import load_config
 from arbiter.core import ArbiterCore
@@ -37,20 +36,6 @@ from yarn_bridge.watcher import (
 )
 
 pytestmark = [pytest.mark.yarn, pytest.mark.slow]
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T], timeout: float = 60.0, every: float = 0.2) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(every)
-
 
 def submit_sleeper(rm: RMClient, *, queue: str = "analytics", tags: tuple[str, ...] = (),
                    name: str = "sleeper", seconds: int = 600) -> str:  # fmt: skip

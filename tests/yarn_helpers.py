@@ -24,6 +24,7 @@ T = TypeVar("T")
 
 
 def wait_for(what: str, probe: Callable[[], T], timeout: float = 60.0, every: float = 0.1) -> T:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what`` on timeout."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
