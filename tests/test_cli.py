@@ -82,8 +82,8 @@ def test_cluster_listing(capsys: pytest.CaptureFixture[str]) -> None:
         (["rounds", "--cluster", "no-such-cluster"], "not a shipped spec"),
         (["rounds", "--apps", "0"], "--apps must be >= 1"),
         (["rounds", "--fairness-knob", "1.5"], "fairness knob f must be in [0, 1]"),
-        (["demo", "--cluster", "no-such-cluster"], "not a shipped spec"),
-        (["demo", "--seconds", "0"], "must be positive"),
+        (["demo", "--on", "standalone", "--cluster", "no-such-cluster"], "not a shipped spec"),
+        (["demo", "--on", "standalone", "--seconds", "0"], "must be positive"),
         (["cluster", "missing.yaml"], "no such file"),
     ],
 )
