@@ -4,9 +4,6 @@ an arbiter served against the cluster, ``yarn-arbiter submit`` of a job, and wha
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,11 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import grpc
 import httpx
 
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
-from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+from yarn_bridge.served import ServedArbiter, gpus_by_machine
 
 T = TypeVar("T")
 
@@ -35,54 +31,20 @@ def wait_for(what: str, probe: Callable[[], T], timeout: float = 60.0, every: fl
         time.sleep(every)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Arbiter:
-    """``yarn-arbiter serve --rm-url`` in a subprocess, with an Admin stub."""
+class Arbiter(ServedArbiter):
+    """The served arbiter of a test (``tmp_path``): the auction in-process, the bridge polling
+    every 0.5 s; ``submitted`` are the YARN apps the test submitted (killed at its end)."""
 
     def __init__(self, tmp_path: Path, rm_url: str, *args: str, **knobs: str) -> None:
-        (tmp_path / "admin").write_text("adm\n")
-        self.port = free_port()
-        env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin"),
-               "ARBITER_AUCTION_WORKER_PROCESS": "false", **knobs}  # fmt: skip
-        cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", rm_url,
-               "--port", str(self.port), "--journal", str(tmp_path / "j.db"),
-               "--rm-poll-seconds", "0.5", *args]  # fmt: skip
-        self.log_path = tmp_path / "arbiter.log"
-        self.log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        self.admin = rpc.AdminStub(self.channel)
+        super().__init__(tmp_path, rm_url, *args, poll_s=0.5,
+                         knobs={"ARBITER_AUCTION_WORKER_PROCESS": "false", **knobs})  # fmt: skip
         self.submitted: list[str] = []
-
-    def call(self, method: str, request):
-        return getattr(self.admin, method)(request, metadata=[("x-admin-token", "adm")], timeout=5)
 
     def state(self) -> pb.ClusterState | None:
         try:
-            return self.call("GetClusterState", pb.ClusterStateRequest())
-        except grpc.RpcError:
-            assert self.proc.poll() is None, "the arbiter exited"
-            return None
-
-    def leases(self, app_id: str = "") -> list[pb.Lease]:
-        now = time.time()
-        reply = self.call("ListLeases", pb.ListLeasesRequest(app_id=app_id))
-        return [x for x in reply.leases if x.start_unix_s <= now < x.end_unix_s]
-
-    def stop(self) -> None:
-        self.channel.close()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+            return super().state()
+        except RuntimeError as e:
+            raise AssertionError(str(e)) from None
 
 
 def gpus_by_node(leases: list[pb.Lease], live: list[str]) -> dict[str, int]:
@@ -91,15 +53,6 @@ def gpus_by_node(leases: list[pb.Lease], live: list[str]) -> dict[str, int]:
     for machine, n in gpus_by_machine(leases).items():
         [node] = [x for x in live if machine in (x, x.rsplit(":", 1)[0])] or [machine]
         out[node] = out.get(node, 0) + n
-    return out
-
-
-def gpus_by_machine(leases: list[pb.Lease]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for x in leases:
-        for g in x.gpu_ids:
-            machine = g.rsplit("/s", 1)[0]
-            out[machine] = out.get(machine, 0) + 1
     return out
 
 

@@ -32,8 +32,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -47,8 +45,6 @@ import grpc
 import httpx
 
 from arbiter.tables import format_table
-from protos.yarnarbiter.v1 import arbiter_pb2 as pb
-from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from yarn_bridge.local_hadoop import (
     ClusterState,
     HadoopError,
@@ -56,11 +52,13 @@ from yarn_bridge.local_hadoop import (
     LocalHadoopSpec,
     build_am_jar,
 )
+from yarn_bridge.served import ServedArbiter, gpus_by_machine
 
 __all__ = ["DEMO_APPS", "DemoApp", "run_yarn_demo"]
 
-ADMIN_TOKEN_FILE = "admin-token"
 LEASE_SECONDS = 8
+KNOBS = {"ARBITER_LEASE_SECONDS": str(LEASE_SECONDS), "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.2",
+         "ARBITER_BID_DEADLINE_SECONDS": "1"}  # fmt: skip
 # name, max GPU demand, samples to train on, seconds after the start it is submitted
 DEMO_APPS = (("resnet-search", 8, 40_000, 0.0), ("bert-tune", 4, 16_000, 8.0),
              ("ncf-small", 2, 6_000, 16.0))  # fmt: skip
@@ -81,78 +79,6 @@ class DemoApp:
     max_gpus: int = 0
     final: dict | None = None
     last_line: str = ""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _Arbiter:
-    """``yarn-arbiter serve --rm-url`` as a subprocess, with an Admin stub."""
-
-    def __init__(self, workdir: Path, rm_url: str) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.token = "demo-admin"
-        (workdir / ADMIN_TOKEN_FILE).write_text(self.token + "\n")
-        self.port = _free_port()
-        env = {**os.environ,
-               "ARBITER_ADMIN_TOKEN_FILE": str(workdir / ADMIN_TOKEN_FILE),
-               "ARBITER_LEASE_SECONDS": str(LEASE_SECONDS),
-               "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.2",
-               "ARBITER_BID_DEADLINE_SECONDS": "1"}  # fmt: skip
-        journal = workdir / "journal.db"
-        for stale in workdir.glob("journal.db*"):  # a new demo starts from an empty journal
-            stale.unlink()
-        cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", rm_url,
-               "--port", str(self.port), "--journal", str(journal), "--rm-poll-seconds", "1",
-               "--gpu-queue", "root.gpu"]  # fmt: skip
-        self.log_path = workdir / "arbiter.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)  # fmt: skip
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        self.admin = rpc.AdminStub(self.channel)
-
-    def call(self, method: str, request: Any) -> Any:
-        md = [("x-admin-token", self.token)]
-        return getattr(self.admin, method)(request, metadata=md, timeout=5)
-
-    def wait_ready(self, timeout: float = 90.0) -> pb.ClusterState:
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise HadoopError(f"the arbiter exited ({self.proc.returncode}); see "
-                                  f"{self.log_path}")  # fmt: skip
-            try:
-                return self.call("GetClusterState", pb.ClusterStateRequest())
-            except grpc.RpcError:
-                if time.monotonic() > deadline:
-                    raise HadoopError(f"the arbiter did not answer in {timeout:.0f} s; see "
-                                      f"{self.log_path}") from None  # fmt: skip
-                time.sleep(0.3)
-
-    def leased_by_machine(self, app_id: str) -> dict[str, int]:
-        now = time.time()
-        out: dict[str, int] = {}
-        for x in self.call("ListLeases", pb.ListLeasesRequest(app_id=app_id)).leases:
-            if x.start_unix_s <= now < x.end_unix_s:
-                for g in x.gpu_ids:
-                    m = g.rsplit("/s", 1)[0]
-                    out[m] = out.get(m, 0) + 1
-        return out
-
-    def stop(self) -> None:
-        self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
 
 
 def _gpu(resources: dict) -> int:
@@ -213,7 +139,7 @@ def _submit(app: DemoApp, rm_url: str, arbiter_port: int, jobs: Path, env: dict[
     app.app_id = out.stderr.rsplit(" is arbiter app ", 1)[1].split()[0]
 
 
-def run_ml_phase(state: ClusterState, arb: _Arbiter, workdir: Path, say: Callable[[str], None],
+def run_ml_phase(state: ClusterState, arb: ServedArbiter, workdir: Path, say: Callable[[str], None],
                  *, timeout_s: float = 300.0) -> list[DemoApp]:  # fmt: skip
     rm_url = state.rm_url
     am_jar = build_am_jar(progress=say)
@@ -239,7 +165,7 @@ def run_ml_phase(state: ClusterState, arb: _Arbiter, workdir: Path, say: Callabl
         for a in live:
             try:
                 by_node, ids, yarn = yarn_gpus_by_node(rm_url, a.yarn_id)
-                leased = arb.leased_by_machine(a.app_id)
+                leased = gpus_by_machine(arb.leases(a.app_id))
             except (httpx.HTTPError, grpc.RpcError, KeyError, ValueError):
                 continue  # one missed sample; the next poll reads again
             a.containers |= ids
@@ -277,7 +203,7 @@ def ml_summary(apps: list[DemoApp]) -> str:
     return format_table(headers, rows)
 
 
-def run_hive_phase(state: ClusterState, arb: _Arbiter, workdir: Path,
+def run_hive_phase(state: ClusterState, arb: ServedArbiter, workdir: Path,
                    say: Callable[[str], None]) -> int:  # fmt: skip
     """A TPC-H query on the Spark Thrift Server whose executors are YARN containers sized by
     the query's arbiter share, while another tenant's analytics job comes and goes (QOOP's
@@ -394,10 +320,14 @@ def run_yarn_demo(workdir: Path, *, hive: bool = True, out: TextIO | None = None
         assert state is not None
         say(f"reusing the YARN running in {local.workdir}")
     say(f"ResourceManager web UI: {state.rm_url}")
-    arb = _Arbiter(local.workdir / "arbiter", state.rm_url)
+    arb = ServedArbiter(local.workdir / "arbiter", state.rm_url, "--gpu-queue", "root.gpu",
+                        knobs=KNOBS, poll_s=1.0)  # fmt: skip
     status = 0
     try:
-        cluster = arb.wait_ready()
+        try:
+            cluster = arb.wait_ready()
+        except RuntimeError as e:
+            raise HadoopError(str(e)) from None
         machines = sorted({g.machine for g in cluster.gpus})
         say(f"arbiter on 127.0.0.1:{arb.port} (Themis, {LEASE_SECONDS} s leases): "
             f"{len(cluster.gpus)} GPUs on {', '.join(machines)} (from the RM)\n")  # fmt: skip
