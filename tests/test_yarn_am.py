@@ -244,7 +244,7 @@ def test_leases_become_acquires_renewals_keep_them_revocations_release() -> None
     assert _lines(out) == []
 
     # A revocation of B's GPUs (under a lease id the Agent never saw): B's container goes now.
-    s._on_revoked(frozenset(B), 30.0)
+    s._on_revocation(HeldLease("cut", frozenset(B), 0.0, 30.0, "auction"), 30.0)
     s.reconcile(now + 2)
     assert _lines(out) == [Release(acq["nB:2"].lease_id)]
     s._completed(Completed(acq["nB:2"].lease_id, "c-nB:2", -105, "killed"))  # ours: ignored
