@@ -150,7 +150,11 @@ def test_gpu_queue_capacity_follows_the_leases_on_the_real_rm(yarn_cluster, tmp_
             "root.gpu back to 0 leased GPUs",
             lambda: bridge.tick() and "yarn.io/gpu=0" in rm.scheduler_conf().get(key, ""),
         )
+        # A stopping bridge gives YARN's scheduler the whole cluster's GPUs back.
         bridge.stop()
+        conf = rm.scheduler_conf()
+        assert "yarn.io/gpu=8" in conf[key]
+        assert "yarn.io/gpu=8" in conf["yarn.scheduler.capacity.root.gpu.maximum-capacity"]
 
 
 def test_enforcer_kills_an_ml_app_it_can_account_for(yarn_cluster, tmp_path: Path) -> None:

@@ -157,11 +157,14 @@ class Bridge:
             self._stop.wait(self.poll_s)
 
     def stop(self, timeout: float = 15.0) -> None:
-        """Stop polling (an RM call in flight finishes first, within its deadline)."""
+        """Stop polling (an RM call in flight finishes first, within its deadline) and give the
+        GPU queue all its GPUs back (:meth:`~yarn_bridge.enforcer.Enforcer.release_queue`)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self.enforcer is not None:
+            self.enforcer.release_queue()
         self.rm.close()
 
 

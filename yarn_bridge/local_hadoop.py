@@ -314,6 +314,9 @@ def site_overrides(
             "yarn.resourcemanager.zk-address": f"127.0.0.1:{zk_port}",
             "yarn.resourcemanager.store.class":
                 "org.apache.hadoop.yarn.server.resourcemanager.recovery.ZKRMStateStore",
+            # Both RMs of the pair read the mutable scheduler configuration: it lives in
+            # ZooKeeper too (two RMs creating the same files of an "fs" store race at start).
+            "yarn.scheduler.configuration.store.class": "zk",
             "yarn.client.failover-sleep-base-ms": "100",
             "yarn.client.failover-sleep-max-ms": "1000",
         }  # fmt: skip
@@ -463,6 +466,16 @@ class ClusterState:
         return cls(**raw)
 
 
+def _rm_state(url: str) -> str | None:
+    """``ACTIVE`` or ``STANDBY`` (a started RM's HA state), else ``None`` (not answering)."""
+    try:
+        r = httpx.get(f"{url}/ws/v1/cluster/info", timeout=2.0, follow_redirects=False)
+        info = r.json()["clusterInfo"]
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
+    return info.get("haState") if info.get("state") == "STARTED" else None
+
+
 def _alive(pid: int, main_class: str) -> bool:
     try:
         p = psutil.Process(pid)
@@ -587,6 +600,9 @@ class LocalHadoop:
                                 webapp=f"http://127.0.0.1:{rm_ports[rid].webapp}")  # fmt: skip
                 daemons.append(d)
                 self._save(replace(state, daemons=tuple(daemons)))
+                if spec.ha:  # one at a time: the first becomes ACTIVE, the second STANDBY
+                    _wait(lambda d=d: _rm_state(d.webapp) in ("ACTIVE", "STANDBY"), timeout_s,
+                          f"{rid} to join the election", d)  # fmt: skip
             progress(f"ResourceManager starting ({', '.join(state.rm_urls)}) ...")
             _wait(lambda: self._active_rm(state) is not None, timeout_s,
                   "a ResourceManager to become ACTIVE", *daemons)  # fmt: skip
@@ -651,15 +667,7 @@ class LocalHadoop:
     # -- queries -----------------------------------------------------------------------------
 
     def _active_rm(self, state: ClusterState) -> str | None:
-        for url in state.rm_urls:
-            try:
-                r = httpx.get(f"{url}/ws/v1/cluster/info", timeout=2.0, follow_redirects=False)
-                info = r.json()["clusterInfo"]
-            except (httpx.HTTPError, ValueError, KeyError):
-                continue
-            if info.get("haState") == "ACTIVE" and info.get("state") == "STARTED":
-                return url
-        return None
+        return next((u for u in state.rm_urls if _rm_state(u) == "ACTIVE"), None)
 
     def _nodes(self, state: ClusterState) -> list[dict]:
         url = self._active_rm(state)
