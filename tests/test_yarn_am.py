@@ -568,3 +568,66 @@ def test_a_lost_node_ends_its_container_and_the_app_goes_on(
     done.touch()
     app = wait_for("the app to finish", lambda: final(rm_url, yarn_id), timeout=60)
     assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), app["diagnostics"]
+
+
+def test_a_bracket_runs_trials_phase_by_phase(tmp_path: Path) -> None:
+    """The Hyperband workload: one command per free lease part, the better half kept after
+    each phase by the trials' recorded losses, done after the last phase."""
+    import numpy as np
+
+    from yarn_bridge.lease_am import Bracket
+
+    b = Bracket(4, 100, tmp_path, python="py")
+    assert b.phases == (100, 200, 400)
+    cmds = {f"k{i}": b.next_command(f"k{i}") for i in range(5)}
+    assert cmds["k4"] is None  # four trials, four parts: a fifth part waits
+    assert "--samples 100" in cmds["k0"] and "trial-0.npz" in cmds["k0"]
+    for k, loss in enumerate((0.9, 0.2, 0.5, 0.1)):
+        np.savez(b.checkpoint(k), w=np.zeros(2), done=100, loss=loss)
+    b.release("k0")  # a container lost before its job ended: the trial is free again
+    assert "trial-0.npz" in (b.next_command("k5") or "")
+    assert not b.exited("k1", 3)  # a failed job is not done; its trial is free again
+    assert "trial-1.npz" in (b.next_command("k6") or "")
+    for key in ("k5", "k6", "k2", "k3"):
+        assert not b.exited(key, 0)
+    assert b.phase == 1 and [k for k, _ in b.trials] == [3, 1]  # the two lowest losses
+    assert "--samples 200" in (b.next_command("a") or "")
+    assert "--samples 200" in (b.next_command("b") or "")
+    assert not b.exited("a", 0) and not b.exited("b", 0)
+    assert b.phase == 2 and [k for k, _ in b.trials] == [3]
+    assert b.get_num_phases() == 3 and b.get_jobs_remaining(["g"])  # the estimator's view
+    assert b.exited("c", 0) is False  # not a container of the bracket
+    assert "--samples 400" in (b.next_command("c") or "")
+    assert b.exited("c", 0)
+
+
+@pytest.mark.yarn
+@pytest.mark.slow
+def test_a_hyperband_bracket_runs_on_yarn(
+    yarn_cluster, arbiter: Arbiter, am_jar: Path, tmp_path: Path
+) -> None:
+    """The Hyperband example on the real cluster: every trial of every phase is a job in a
+    container on the app's leased GPUs, and the app finishes when the bracket does."""
+    import numpy as np
+
+    from arbiter.examples.train_job import checkpoint_loss
+
+    trials = tmp_path / "trials"
+    yarn_id, app_id = submit_job(yarn_cluster, arbiter, am_jar, "unused", 8,
+                                 "--sidecar-arg=--hyperband=4:512",
+                                 f"--sidecar-arg=--trials-dir={trials}")  # fmt: skip
+    app = wait_for("the bracket to finish", lambda: final(yarn_cluster.rm_url, yarn_id),
+                   timeout=240)  # fmt: skip
+    assert (app["state"], app["finalStatus"]) == ("FINISHED", "SUCCEEDED"), app["diagnostics"]
+    done = {}
+    for k in range(4):
+        with np.load(trials / f"trial-{k}.npz") as ck:
+            done[k] = int(ck["done"])
+    # 4 trials to 512 samples, the best 2 on to 1024, the best 1 on to 2048
+    assert sorted(d >= 2048 for d in done.values()) == [False, False, False, True]
+    assert sum(d >= 1024 for d in done.values()) == 2
+    best = max(done, key=done.__getitem__)
+    assert checkpoint_loss(trials / f"trial-{best}.npz") < float("inf")
+    log = am_log(yarn_cluster, yarn_id)
+    assert log.count("trial done in") >= 6 and "bracket done: best trial" in log
+    wait_for("the leases to be freed", lambda: not arbiter.leases(app_id), timeout=30)

@@ -49,11 +49,13 @@ import logging
 import math
 import os
 import re
+import shlex
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from arbiter.agent import Agent, HeldLease, agent_kwargs_from_env, estimator_from_scheduler
@@ -131,6 +133,112 @@ class _Work:
         return self.scheduler().get_jobs_remaining(gpu_alloc)
 
 
+@dataclass
+class Bracket:
+    """A Hyperband bracket run as containers (``--hyperband N:SAMPLES``, Themis's example app,
+    T:1113-1127): ``N`` trials of :mod:`arbiter.examples.train_job` with learning rates spread
+    over a log grid; phase ``p`` trains every surviving trial to ``SAMPLES * 2**p`` samples
+    (each trial resumes its own checkpoint), then keeps the better half by training loss, down
+    to one. A free lease part gets the next trial of the phase still to run; a trial whose job
+    exits 0 is done for the phase; the app is done when the last phase is. The estimator is
+    Eq. 2 over the bracket (:class:`arbiter.fairness.SuccessiveHalving`), the serial time of an
+    iteration (128 samples) taken as ``iter_s``.
+
+    >>> b = Bracket(4, 1000, Path("/w"), python="py")
+    >>> b.phases, [t for t, _ in b.trials]
+    ((1000, 2000, 4000), [0, 1, 2, 3])
+    >>> b.next_command("k1").split("--samples ")[1].split()[0]
+    '1000'
+    """
+
+    n_trials: int
+    samples: int
+    workdir: Path
+    python: str = sys.executable
+    iter_s: float = 0.5
+    phase: int = 0
+    trials: list[tuple[int, float]] = field(default_factory=list)  # (trial, learning rate)
+    running: dict[str, int] = field(default_factory=dict)  # container key -> trial
+    done: set[int] = field(default_factory=set)  # trials done in this phase
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.n_trials < 1 or self.samples < 1:
+            raise ValueError("--hyperband needs N >= 1 trials and SAMPLES >= 1")
+        if not self.trials:
+            self.trials = [(k, 0.01 * 10 ** (2 * k / max(1, self.n_trials - 1)))
+                           for k in range(self.n_trials)]  # fmt: skip
+        n, phases = self.n_trials, []
+        while True:
+            phases.append(self.samples * 2 ** len(phases))
+            if n <= 1:
+                break
+            n = (n + 1) // 2
+        self.phases = tuple(phases)
+
+    def checkpoint(self, trial: int) -> Path:
+        return self.workdir / f"trial-{trial}.npz"
+
+    def next_command(self, key: str) -> str | None:
+        """The command of the next trial of this phase not running or done, for container
+        ``key``; ``None`` when every trial of the phase is taken."""
+        with self.lock:
+            busy = set(self.running.values()) | self.done
+            todo = [(k, lr) for k, lr in self.trials if k not in busy]
+            if not todo or self.phase >= len(self.phases):
+                return None
+            k, lr = todo[0]
+            self.running[key] = k
+            return (f"{shlex.quote(self.python)} -m arbiter.examples.train_job --checkpoint "
+                    f"{shlex.quote(str(self.checkpoint(k)))} --samples {self.phases[self.phase]} "
+                    f"--lr {lr:.6g} --seed {k}")  # fmt: skip
+
+    def exited(self, key: str, status: int) -> bool:
+        """Container ``key``'s job ended; True when the bracket is over."""
+        from arbiter.examples.train_job import checkpoint_loss
+
+        with self.lock:
+            trial = self.running.pop(key, None)
+            if trial is None or status != 0:
+                return False  # not ours, or it runs again in the next free container
+            self.done.add(trial)
+            if self.done < {k for k, _ in self.trials}:
+                return False
+            losses = {k: checkpoint_loss(self.checkpoint(k)) for k, _ in self.trials}
+            self.phase += 1
+            if self.phase >= len(self.phases):
+                best = min(losses, key=losses.__getitem__)
+                log.info("bracket done: best trial %d (loss %.4f)", best, losses[best])
+                return True
+            keep = sorted(self.trials, key=lambda t: losses[t[0]])[: (len(self.trials) + 1) // 2]
+            log.info("phase %d: keeping trials %s of %s by loss", self.phase,
+                     [k for k, _ in keep], [k for k, _ in self.trials])  # fmt: skip
+            self.trials, self.done = keep, set()
+            return False
+
+    def release(self, key: str) -> None:
+        """Container ``key`` was released before its job ended: its trial is free again."""
+        with self.lock:
+            self.running.pop(key, None)
+
+    # the AppScheduler API (Fig. 8) for the estimator
+    def scheduler(self) -> SuccessiveHalving:
+        with self.lock:
+            iters = tuple(max(1, s // 128) for s in self.phases)
+            phase = min(self.phase, len(self.phases) - 1)
+            n = max(1, len(self.trials))
+            return SuccessiveHalving(iters, (self.iter_s,) * n, current_phase=phase)
+
+    def get_num_phases(self) -> int:
+        return len(self.phases)
+
+    def get_jobs_in_phase(self, phase: int, gpu_alloc: Sequence[str]) -> list[JobInfo]:
+        return self.scheduler().get_jobs_in_phase(phase, gpu_alloc)
+
+    def get_jobs_remaining(self, gpu_alloc: Sequence[str]) -> list[JobInfo]:
+        return self.scheduler().get_jobs_remaining(gpu_alloc)
+
+
 class LeaseSidecar:
     """Leases in, containers out (module docstring). :meth:`run` returns the exit code."""
 
@@ -152,6 +260,12 @@ class LeaseSidecar:
         self._keys = 0
         self._accrued_at = time.time()
         self.work = _Work(args.work_gpu_seconds, args.iter_seconds)
+        self.bracket: Bracket | None = None
+        if args.hyperband:
+            n, _, samples = args.hyperband.partition(":")
+            self.bracket = Bracket(int(n), int(samples), Path(args.trials_dir).resolve(),
+                                   python=args.python or sys.executable)  # fmt: skip
+            self.bracket.workdir.mkdir(parents=True, exist_ok=True)
         self.am = LeaseContainers(
             inbox,
             outbox,
@@ -171,7 +285,7 @@ class LeaseSidecar:
         cluster_gpus = max(args.cluster_gpus or args.gpus, 1)
         self.agent = LeaseAgent(
             estimator=estimator_from_scheduler(
-                self.work,
+                self.bracket or self.work,
                 t_id=t_id(work, cluster_gpus, args.gpus, args.n_avg),
                 job_demand_max=args.gpus,
                 elapsed=lambda: time.time() - self.started,
@@ -230,7 +344,15 @@ class LeaseSidecar:
                 return  # one we released
             del self.containers[msg.lease_id]
             self._accrue(time.time(), [c])
-            if msg.exit_status == 0:
+            if self.bracket is not None and msg.exit_status != 0:
+                self.bracket.release(msg.lease_id)  # the trial runs again elsewhere
+            if self.bracket is not None and msg.exit_status == 0:
+                if self.bracket.exited(msg.lease_id, 0):
+                    self._decide("SUCCEEDED", "the Hyperband bracket is done")
+                else:
+                    log.info("%s: trial done in %s; the lease part takes the next one",
+                             msg.lease_id, msg.container_id)  # fmt: skip
+            elif msg.exit_status == 0:
                 log.info("%s: the job exited 0 in %s: done", msg.lease_id, msg.container_id)
                 self._decide("SUCCEEDED", f"the job exited 0 in {msg.container_id}")
             elif msg.exit_status not in _NOT_THE_JOBS_FAULT:
@@ -331,12 +453,19 @@ class LeaseSidecar:
                 log.info("%s: %s; releasing %s", c.key, "revoked" if revoked else "lease over",
                          c.container_id or "its request")  # fmt: skip
                 self.am.release(c.key)
+                if self.bracket is not None:
+                    self.bracket.release(c.key)
             held_gpus = {g for c in self.containers.values() for g in c.gpus}
             for (machine, gpus), lid in want.items():
                 if (machine, gpus) in have or gpus & held_gpus:
                     continue  # kept, or still held by a container being released/held
                 self._keys += 1
                 key = f"{lid}@{machine}#{self._keys}"
+                command = self.command
+                if self.bracket is not None:
+                    command = self.bracket.next_command(key)
+                    if command is None:
+                        continue  # every trial of the phase is running: the part waits
                 self.containers[key] = _Container(key, machine, gpus, now)
                 indices = tuple(sorted(gpu_index(g) for g in gpus))
                 log.info("%s: asking YARN for %d GPU(s) %s on %s", key, len(gpus),
@@ -345,7 +474,7 @@ class LeaseSidecar:
                     key,
                     machine,
                     indices,
-                    self.command,
+                    command,
                     memory_mb=self.args.memory_mb_per_gpu * len(gpus),
                     vcores=self.args.vcores_per_gpu * len(gpus),
                 )
@@ -406,9 +535,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Sidecar of the lease ApplicationMaster: bids for GPU leases and runs "
         "--command in one YARN container per leased machine (stdin/stdout: the AM protocol).",
     )
-    job = p.add_mutually_exclusive_group(required=True)
+    job = p.add_mutually_exclusive_group()
     job.add_argument("--command", help="the job, run by bash -c in each container")
     job.add_argument("--command-b64", help="the same, base64-encoded (what submit passes)")
+    p.add_argument("--hyperband", metavar="N:SAMPLES",
+                   help="instead of the job, a Hyperband bracket of N train_job trials "
+                   "from SAMPLES samples (Bracket; a --command is then ignored)")  # fmt: skip
+    p.add_argument("--trials-dir", default="trials",
+                   help="--hyperband: where the trials' checkpoints go (shared by containers)")
+    p.add_argument("--python", help="--hyperband: the python the trials run with")
     p.add_argument("--gpus", type=int, required=True, help="the job's maximum GPU demand")
     p.add_argument(
         "--work-gpu-seconds",
@@ -441,6 +576,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("--gpus must be >= 1")
     if not (args.work_gpu_seconds > 0 and args.iter_seconds > 0 and args.n_avg >= 1):
         p.error("--work-gpu-seconds and --iter-seconds must be > 0, --n-avg >= 1")
+    if args.hyperband:
+        n, sep, samples = args.hyperband.partition(":")
+        if not (sep and n.isdigit() and samples.isdigit() and int(n) >= 1 and int(samples) >= 1):
+            p.error(f"--hyperband {args.hyperband!r} is not N:SAMPLES (two positive integers)")
+        args.command = f"hyperband {args.hyperband}"
+    elif not args.command:
+        p.error("one of --command, --command-b64 or --hyperband is required")
     if "\t" in args.command or "\n" in args.command:
         p.error("--command cannot hold tabs or line breaks (one protocol line)")
     return args

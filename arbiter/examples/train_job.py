@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "train"]
+__all__ = ["checkpoint_loss", "main", "train"]
 
 
 def _problem(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -53,10 +53,19 @@ def _load(path: Path) -> tuple[np.ndarray, int]:
     return np.zeros(32), 0
 
 
-def _save(path: Path, w: np.ndarray, done: int) -> None:
+def _save(path: Path, w: np.ndarray, done: int, loss: float) -> None:
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, w=w, done=done)
+    np.savez(tmp, w=w, done=done, loss=loss)
     os.replace(tmp, path)
+
+
+def checkpoint_loss(path: Path) -> float:
+    """The training loss a checkpoint recorded (``inf`` when there is none yet)."""
+    try:
+        with np.load(path) as ck:
+            return float(ck["loss"])
+    except (OSError, KeyError, ValueError):
+        return float("inf")
 
 
 @contextlib.contextmanager
@@ -98,9 +107,9 @@ def train(
                 grad += x[idx].T @ (p - y[idx]) / batch
             w = w - lr * grad / devices
             done += batch * devices
-            _save(checkpoint, w, done)
-        p = np.clip(1.0 / (1.0 + np.exp(-(x @ w))), 1e-9, 1 - 1e-9)
-        loss = float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+            p = np.clip(1.0 / (1.0 + np.exp(-(x @ w))), 1e-9, 1 - 1e-9)
+            loss = float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+            _save(checkpoint, w, done, loss)
         print(f"{min(done, samples)}/{samples} samples on {devices} device(s), "
               f"loss {loss:.4f}", file=out, flush=True)  # fmt: skip
         time.sleep(max(0.0, step_seconds - (time.monotonic() - t0)))
@@ -117,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=20_000, help="samples to train on")
     p.add_argument("--batch", type=int, default=128, help="mini-batch per device")
     p.add_argument("--step-seconds", type=float, default=0.5, help="device time per step")
+    p.add_argument("--lr", type=float, default=0.1, help="learning rate")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
@@ -126,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.checkpoint.parent.mkdir(parents=True, exist_ok=True)
     train(args.checkpoint, samples=args.samples, devices=len(visible), batch=args.batch,
-          step_seconds=args.step_seconds, seed=args.seed)  # fmt: skip
+          step_seconds=args.step_seconds, lr=args.lr, seed=args.seed)  # fmt: skip
     return 0
 
 
