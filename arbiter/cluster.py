@@ -18,8 +18,8 @@ A cluster is declared in YAML::
           - {name: big-0, slots: 4, gpus_per_slot: 2, gpu_type: v100}
 
 Optional ``vcores`` and ``memory_mb`` per machine give the CPU/memory capacity behind QOOP's
-fair-share vector (GPUs go through leases instead) and behind Synergy's CPU/memory allocation
-(issue 8). A machine that declares neither gets, for Synergy, :attr:`Machine.cpus` =
+fair-share vector (GPUs go through leases instead) and behind Synergy's CPU/memory allocation.
+A machine that declares neither gets, for Synergy, :attr:`Machine.cpus` =
 :data:`DEFAULT_CPUS_PER_GPU` (3) and :attr:`Machine.mem_gb` = :data:`DEFAULT_MEM_GB_PER_GPU`
 (62.5) per GPU: the ratios of Synergy's ``default_cluster.ini`` (8 GPUs, 24 CPUs, 500 GB per
 server; spec ``synergy.md`` §9). ``vcores`` and ``memory_mb`` themselves keep their declared
@@ -273,7 +273,7 @@ def parse_cluster(doc: Mapping[str, Any]) -> Cluster:
 
 
 def shorthand_cluster(spec: str) -> Cluster:
-    """A cluster from a shorthand (the simulator's, issue 4).
+    """A cluster from a shorthand (the simulator's).
 
     * ``gavel:V:P:K``: V v100, P p100 and K k80 GPUs, one GPU per server (Gavel's ``-c V:P:K``
       with ``--num_gpus_per_server 1:1:1``); one rack per GPU type.

@@ -1,4 +1,4 @@
-"""Any scheduling policy in the live arbiter: a policy decision becomes leases (issue 8).
+"""Any scheduling policy in the live arbiter: a policy decision becomes leases.
 
 Themis runs live as an auction with Agents (:mod:`arbiter.core`); every other policy of
 :mod:`arbiter.policies` (fifo, las, yarn-cs, tiresias, afs, gandiva, srtf, optimus, synergy)

@@ -14,7 +14,7 @@ Sweep several agent counts to find the knee: ``--agents 10,100,300,1000``. Write
 ``benchmarks/results/arbiter_load.json`` (one record per agent count with the keys ``agents``,
 ``rpcs_per_s``, ``p99_ms`` (worst unary RPC type) and ``errors``).
 
-Target (issue 3, this 2-core machine): 1,000 Agents at one heartbeat per second with p99 <= 50 ms
+Target (this 2-core machine): 1,000 Agents at one heartbeat per second with p99 <= 50 ms
 and zero errors.
 """
 

@@ -16,7 +16,7 @@ solve, the n solves without each app, c_i, leftover):
 
 Also times Agent bid-table generation for offers of 16 / 64 / 256 GPUs.
 
-Targets (issue 2, this 2-core machine): p95 <= 100 ms at 64 x 256 x 32, <= 10 ms at
+Targets (this 2-core machine): p95 <= 100 ms at 64 x 256 x 32, <= 10 ms at
 16 x 64 x 16; bid generation p95 <= 20 ms at 256 GPUs. For scale, the Themis paper's arbiter
 took 354 ms median / 1,398 ms p95 with Gurobi, its agents 29 / 334 ms (T:1269-1274).
 

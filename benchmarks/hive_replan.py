@@ -1,5 +1,5 @@
 """QOOP on a real HiveServer2: replanned vs the best plan chosen at start, and the cost of
-running stage by stage (issue 6).
+running stage by stage.
 
 Setup: a local HiveServer2 (:class:`hive_hooks.engine.LocalHiveServer`, Spark Thrift Server,
 ``local[2]``) with TPC-H loaded by :func:`hive_hooks.tpcload.load_tpc` at ``--scale`` (0.1;

@@ -1,4 +1,4 @@
-"""QOOP replanning latency: decision time per share change, and plan enumeration time (issue 5).
+"""QOOP replanning latency: decision time per share change, and plan enumeration time.
 
 Two measurements:
 

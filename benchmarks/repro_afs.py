@@ -1,4 +1,4 @@
-"""AFS's headline claims in our simulator (issue 8; seed 004, spec ``afs.md`` §9).
+"""AFS's headline claims in our simulator (seed 004, spec ``afs.md`` §9).
 
 The paper (abstract L24, §5.2 L328) reports average-JCT reductions of AFS of up to 2.2x over
 Themis, 2.7x over SRTF and 3.1x over Tiresias-L, in simulation of 11 Microsoft Philly

@@ -1,4 +1,4 @@
-"""Synergy's headline claims on the shipped Synergy trace, with our simulator (issue 8).
+"""Synergy's headline claims on the shipped Synergy trace, with our simulator.
 
 Claim: Synergy-Tune improves average JCT over GPU-proportional allocation by up to 3.4x in
 simulation (128-512 GPUs, L7, L379, L406) and by 1.4-1.5x on the 32-GPU physical cluster

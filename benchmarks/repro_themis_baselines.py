@@ -1,4 +1,4 @@
-"""Themis's max-ρ claims against its baselines, rerun with our simulator (issue 8).
+"""Themis's max-ρ claims against its baselines, rerun with our simulator.
 
 The paper (P:412, spec qoop-themis.md B.11): Themis's max ρ is 2.2x / 2.25x / 1.75x better than
 Gandiva / Tiresias / Optimus. The workload and cluster are ``sim_themis.py``'s: Philly jobs of

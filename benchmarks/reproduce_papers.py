@@ -1,4 +1,4 @@
-"""Reproduction report: each seed paper's headline comparison, rerun with our simulator (issue 8).
+"""Reproduction report: each seed paper's headline comparison, rerun with our simulator.
 
 Runs, on the shipped real traces and profiles, the claims below and prints our ratio beside the
 paper's (a ratio > 1 means the paper's winner also wins here):

@@ -1,4 +1,4 @@
-"""Simulator speed: how long a replay takes, per policy, on the shipped traces (issue 4).
+"""Simulator speed: how long a replay takes, per policy, on the shipped traces.
 
 Targets (this 2-core machine): a 160-job Pollux workload (``workload-6`` on ``nodes:16:4``)
 in under 10 s per policy; the whole Philly trace (82,247 jobs; ``nodes:64:8``, 512 GPUs, i.e.

@@ -1,4 +1,4 @@
-"""Themis vs LAS vs FIFO on a Philly-derived workload with placement-sensitive jobs (issue 4).
+"""Themis vs LAS vs FIFO on a Philly-derived workload with placement-sensitive jobs.
 
 The Themis paper's claim (P:412, spec B.11): Themis's max ρ is 2.25x better than Tiresias-style
 LAS, with about the same GPU time on 1-2 GPU jobs and up to 250 % better efficiency on

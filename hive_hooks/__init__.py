@@ -1,4 +1,4 @@
-"""hive_hooks: QOOP's replanning on a real HiveServer2 (issue 6).
+"""hive_hooks: QOOP's replanning on a real HiveServer2.
 
 ``engine`` (a local HiveServer2: the Spark Thrift Server from the pyspark wheel), ``tpcload``
 (TPC-H / TPC-DS into it), ``executor`` (a plan run stage by stage as CREATE TABLE AS SELECT

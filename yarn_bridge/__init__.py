@@ -1,4 +1,4 @@
-"""yarn_bridge: the link between the arbiter and the YARN ResourceManager (issue 7).
+"""yarn_bridge: the link between the arbiter and the YARN ResourceManager.
 
 * :mod:`yarn_bridge.rm`: the typed RM REST client (``RMClient`` / ``AsyncRMClient``): cluster
   info and metrics, Capacity / Fair Scheduler queues, nodes with ``yarn.io/gpu`` capacity,

@@ -1,4 +1,4 @@
-"""The YARN bridge's entry points: ``yarn-arbiter submit`` and the bridge ``serve`` runs (issue 7).
+"""The YARN bridge's entry points: ``yarn-arbiter submit`` and the bridge ``serve`` runs.
 
 * :func:`add_parsers` registers ``submit`` (:mod:`yarn_bridge.submit`) on ``yarn-arbiter``'s
   sub-parsers, as :func:`yarn_bridge.cli.add_parsers` registers ``emulate-rm``.

@@ -1,4 +1,4 @@
-"""``yarn-arbiter emulate-rm``: serve the ResourceManager emulator (issue 7, the RM link).
+"""``yarn-arbiter emulate-rm``: serve the ResourceManager emulator (the RM link).
 
 Spec: ``../shared/spec/yarn-hive-integration.md`` §1.1-1.6 (what is emulated), §5.1 (the
 compose cluster runs ``apache/hadoop:3.3.6``: ``--hadoop-version 3.3`` serves its shapes).
@@ -12,7 +12,7 @@ The clock is real time; apps run ``--app-seconds`` (jittered +-20 % by ``--seed`
 GPUs, so that a watcher has something to see. It prints the URL(s) and the
 ``YARN_ARBITER_RM_URL`` line, then serves until interrupted (or ``--duration`` seconds).
 
-Faults from the command line (issue 7 "faults on demand"): ``--delay`` slows every answer,
+Faults from the command line (faults on demand): ``--delay`` slows every answer,
 ``--outage-after`` / ``--outage-mode`` / ``--outage-seconds`` schedule one outage, and while it
 runs the emulator answers ``GET`` / ``POST /emulator/faults`` (:data:`~yarn_bridge.emulator.
 FAULTS_PATH`, outside Hadoop's ``/ws/v1``; ``--no-faults-endpoint`` turns it off) to change

@@ -1,4 +1,4 @@
-"""The lease enforcer: a YARN app that keeps GPUs past its leases is killed (issue 7).
+"""The lease enforcer: a YARN app that keeps GPUs past its leases is killed.
 
 Spec: ``../shared/spec/yarn-hive-integration.md`` §0.2 (what the arbiter can enforce through
 REST: kill, queue capacities; it cannot resize a running container, which only the AM can do

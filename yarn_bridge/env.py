@@ -1,5 +1,5 @@
 """Names shared by ``yarn-arbiter submit``, the bridge, the example application masters and the
-docker-compose cluster (issue 7): the environment an ML application master receives, and the
+docker-compose cluster: the environment an ML application master receives, and the
 environment the arbiter container reads."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``yarn-arbiter submit``: submit an ML application to YARN under the arbiter (issue 7).
+"""``yarn-arbiter submit``: submit an ML application to YARN under the arbiter.
 
 Spec: ``../shared/spec/yarn-hive-integration.md`` §1.1 and §1.5 (``POST /apps/new-application``,
 then ``POST /apps`` with an ``ApplicationSubmissionContext``), §1.4 (tags are lower-cased),

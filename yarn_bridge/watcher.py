@@ -1,4 +1,4 @@
-"""The YARN watcher: what the ResourceManager shows, turned into events for the arbiter (issue 7).
+"""The YARN watcher: what the ResourceManager shows, turned into events for the arbiter.
 
 Spec: ``../shared/spec/yarn-hive-integration.md`` §1.1 (endpoints), §1.2 (nodes, ``yarn.io/gpu``
 in ``totalResource``), §1.3 (scheduler queues, fair shares), §1.4 (apps, tags, GPU use in

@@ -38,7 +38,7 @@ POLICIES: Mapping[str, Callable[..., Policy]] = {
     "las": Las,
     "themis": Themis,
     "yarn-cs": YarnCapacity,
-    # The other seed policies (issue 8), one module each.
+    # The other seed policies, one module each.
     "tiresias": _lazy("tiresias", "Tiresias"),
     "tiresias-gittins": _lazy("tiresias", "TiresiasGittins"),
     "afs-l": _lazy("afs", "AfsL"),

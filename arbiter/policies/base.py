@@ -14,7 +14,7 @@ at ``perf.rate`` of that share, unless the job's perf model is rated per whole g
 (:func:`rated_per_gang`: its work is "seconds on the requested GPUs", so it has no throughput
 curve and a partial share would be a free speed-up); such a job still needs its whole gang.
 
-CPU and memory (Synergy, issue 8): ``Decision.grants`` may give a job that holds GPUs a total of
+CPU and memory (Synergy): ``Decision.grants`` may give a job that holds GPUs a total of
 ``(cpus, mem_gb)``, split over its machines in proportion to its GPUs there (Synergy's rule R2);
 a job without an entry gets each machine's CPUs and memory in proportion to its GPUs on it (the
 GPU-proportional baseline, :meth:`Cluster.proportional_share`). Per machine, the CPUs and memory
@@ -25,7 +25,7 @@ grant it runs with now ``JobView.grant``; both are None for jobs that do not hav
 :class:`FreePool` is the shared placement rule: a gang goes to the free GPUs that give it the best
 measured rate, trying per GPU type a best-fit single machine, then the fewest machines of one
 rack, then of the cluster; ties go to the denser placement (fewer machines), then to cluster
-order. Gandiva's and Tiresias's own placement rules come with those policies (issue 8).
+order. Gandiva's and Tiresias's own placement rules come with those policies.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class JobView:
     work: float | None = None
     perf: Any = None  # a PerfModel
     ideal_rate: float | None = None  # rate on the best placement of an empty cluster
-    # Synergy (issue 8): a Sensitivity (arbiter.sim.perf), and the (cpus, mem_gb) the job runs
+    # Synergy: a Sensitivity (arbiter.sim.perf), and the (cpus, mem_gb) the job runs
     # with now (None: not running, or a perf model that ignores CPU and memory).
     sensitivity: Any = None
     grant: tuple[float, float] | None = None

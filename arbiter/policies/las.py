@@ -8,7 +8,7 @@ throughput for it) gives way to the next in rank. Admitted jobs that already run
 GPUs (no needless migration); the others are placed with
 :class:`~arbiter.policies.base.FreePool`; jobs not admitted are preempted. Over rounds this
 time-slices the cluster so that attained GPU time equalises: max-min fairness over GPU time.
-Tiresias's discretised queues and Gittins index are issue 8's ``tiresias`` policies.
+Tiresias's discretised queues and Gittins index are the ``tiresias`` policies.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``yarn-cs``: what an operator gets from YARN's Capacity Scheduler today (issue 4, item 5).
+"""``yarn-cs``: what an operator gets from YARN's Capacity Scheduler today.
 
 Modelled behaviour, decided here since no seed specifies it:
 

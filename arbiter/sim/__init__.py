@@ -1,1 +1,1 @@
-"""Trace-driven simulator (issue 4): perf model, engine, metrics."""
+"""Trace-driven simulator: perf model, engine, metrics."""

@@ -1,4 +1,4 @@
-"""``yarn-arbiter simulate`` and ``yarn-arbiter compare`` (issue 4, item 7)."""
+"""``yarn-arbiter simulate`` and ``yarn-arbiter compare``."""
 
 from __future__ import annotations
 

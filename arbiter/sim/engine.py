@@ -1,4 +1,4 @@
-"""Event-driven, trace-driven simulator: the shell around a policy's ``decide`` (issue 4, item 1).
+"""Event-driven, trace-driven simulator: the shell around a policy's ``decide``.
 
 Events are job arrivals, job completions, round ticks and wake-ups a policy asks for (lease
 ends). Between events every running job progresses at its placement's rate
@@ -11,7 +11,7 @@ ends). Between events every running job progresses at its placement's rate
 The engine applies each decision and checks it as it goes (every GPU in the cluster and held
 once, no gang exceeded, only active jobs): a violation raises :class:`PolicyError`. A decision
 giving a job more than its gang is an error. Jobs run only with their whole gang, except under
-a policy declaring ``elastic = True`` (AFS, issue 8): there a job runs on any non-empty share up
+a policy declaring ``elastic = True`` (AFS): there a job runs on any non-empty share up
 to its gang at ``perf.rate`` of that share (partial gangs), and busy and attained GPU-seconds
 count the GPUs it holds. A job whose perf model is rated per whole gang
 (:func:`~arbiter.policies.base.rated_per_gang`: Philly, Tiresias, Synergy and Gavel jobs have
@@ -19,7 +19,7 @@ no throughput curve) still needs its whole gang under an elastic policy, so no t
 free speed-up from a share its data never measured. Ties are broken by arrival time then job
 id, and policies get a seed, so a run is deterministic.
 
-CPU and memory (Synergy, issue 8): a job whose perf model has ``rate_with`` (a
+CPU and memory (Synergy): a job whose perf model has ``rate_with`` (a
 :class:`~arbiter.sim.perf.ResourcePerfModel`) runs at ``rate_with(placement, cpus, mem_gb)``
 with its grant from ``Decision.grants``, or its GPU-proportional share of its machines when the
 decision gives none; a new grant alone (same GPUs) changes its rate from the decision on. The

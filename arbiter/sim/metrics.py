@@ -1,4 +1,4 @@
-"""Metrics of a simulated run, as the papers report them (issue 4, item 6; Themis §6 metrics,
+"""Metrics of a simulated run, as the papers report them (Themis §6 metrics,
 spec B.11): JCT and its percentiles, queueing delay, finish-time fairness ρ, GPU time,
 placement score, makespan and utilization; JSON, CSV and matplotlib figures.
 

@@ -1,7 +1,7 @@
 """Job performance model for the simulator: work and throughput as a function of placement.
 
 Every simulated job has an amount of ``work`` and a :class:`PerfModel` whose ``rate(placement)``
-is the work done per second on that GPU set (issue 4, item 3). Measured data is used where the
+is the work done per second on that GPU set. Measured data is used where the
 trace has it:
 
 * **Gavel** (``simulation_throughputs.json``): work = ``total_steps``; rate = the measured steps/s
@@ -27,7 +27,7 @@ trace has it:
   Tiresias jobs use the 4-level locality model.
 * **Synergy**: the replay trace gives iterations but no iteration time; by default we take one
   iteration as one second on an ideal placement with the locality model. With
-  ``sim_jobs(..., synergy_sensitivity=True)`` (issue 8) each job gets a :class:`SynergyPerf`
+  ``sim_jobs(..., synergy_sensitivity=True)`` each job gets a :class:`SynergyPerf`
   instead: work = iterations x the model's iteration time (seconds at the GPU-proportional
   point on one machine) and a measured CPU/memory :class:`Sensitivity` (below).
 
