@@ -54,6 +54,18 @@ def _same_rows(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
     return norm(a) == norm(b)
 
 
+def matches_one_shot(connect: Any, sql: str, rows: list[tuple[Any, ...]]) -> bool:
+    """Whether ``rows`` (a replanned run's answer) equal ``sql`` run in one statement on a new
+    connection from ``connect()`` (floats to 9 significant digits, row order ignored)."""
+    conn = connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        return _same_rows(rows, [tuple(r) for r in cur.fetchall()])
+    finally:
+        conn.close()
+
+
 def run_demo(
     queries: tuple[int, ...] = DEMO_QUERIES,
     *,
@@ -115,13 +127,7 @@ def run_demo(
                 say(render(list(res.columns), res.rows[:5], "table").rstrip())
                 if len(res.rows) > 5:
                     say(f"({len(res.rows)} rows, first 5 shown)")
-                conn = srv.connect(database="tpch")
-                try:
-                    cur = conn.cursor()
-                    cur.execute(sql)
-                    ok = _same_rows(res.rows, [tuple(r) for r in cur.fetchall()])
-                finally:
-                    conn.close()
+                ok = matches_one_shot(lambda: srv.connect(database="tpch"), sql, res.rows)
                 wrong += not ok
                 done = [s for s in res.stages if s.outcome == "done" and s.kind != "final"]
                 summary.append(

@@ -67,6 +67,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -394,15 +395,21 @@ def main(argv: list[str] | None = None) -> int:
     srv = LocalHiveServer(
         args.port, args.dir, driver_memory=args.driver_memory, start_timeout=args.timeout
     )
+    return serve_foreground(srv, "Spark Thrift Server", lambda: "")
+
+
+def serve_foreground(srv: LocalHiveServer, what: str, details: Callable[[], str]) -> int:
+    """Start ``srv``, say where it is (plus ``details()`` once it runs), and serve until
+    Ctrl-C or SIGTERM (0) or until the server dies (1); the server is stopped either way."""
     # Restore Ctrl-C even if SIGINT was inherited as ignored (e.g. started with `&` by a shell).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    print(f"starting Spark Thrift Server in {srv.work_dir} (log: {srv.log_path}) ...", flush=True)
+    print(f"starting {what} in {srv.work_dir} (log: {srv.log_path}) ...", flush=True)
     try:
         srv.start()
         print(
-            f"ready in {srv.start_seconds:.1f} s: {srv.jdbc_url}  (auth=noSasl, pid {srv.pid})\n"
-            "press Ctrl-C to stop",
+            f"ready in {srv.start_seconds:.1f} s: {srv.jdbc_url}  (auth=noSasl, pid {srv.pid}"
+            f"{details()})\npress Ctrl-C to stop",
             flush=True,
         )
         assert srv._proc is not None

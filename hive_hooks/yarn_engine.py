@@ -108,7 +108,6 @@ from typing import Any
 from hive_hooks.engine import (
     DEFAULT_START_TIMEOUT,
     HOST,
-    HiveServerStartError,
     LocalHiveServer,
     free_port,
     spark_home,
@@ -665,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--config", required=True)
         return run_driver(p.parse_args(argv[1:]).config)
 
-    from hive_hooks.engine import _sigterm_as_interrupt
+    from hive_hooks.engine import serve_foreground
 
     parser = argparse.ArgumentParser(
         prog="python -m hive_hooks.yarn_engine",
@@ -696,30 +695,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(str(e), file=sys.stderr)
         return 2
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    print(f"starting Spark Thrift Server on YARN in {srv.work_dir} (log: {srv.log_path}) ...",
-          flush=True)  # fmt: skip
-    try:
-        srv.start()
-        print(
-            f"ready in {srv.start_seconds:.1f} s: {srv.jdbc_url}  (auth=noSasl, pid {srv.pid}, "
-            f"YARN app {srv.app_id}, control http://{HOST}:{srv.control_port})\n"
-            "press Ctrl-C to stop",
-            flush=True,
-        )
-        assert srv._proc is not None
-        rc = srv._proc.wait()
-        print(f"server exited with code {rc}; log: {srv.log_path}", file=sys.stderr)
-        return 1
-    except HiveServerStartError as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("stopping ...", flush=True)
-        return 0
-    finally:
-        srv.stop()
+    return serve_foreground(
+        srv, "Spark Thrift Server on YARN",
+        lambda: f", YARN app {srv.app_id}, control http://{HOST}:{srv.control_port}",
+    )
 
 
 if __name__ == "__main__":

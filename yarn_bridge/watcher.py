@@ -786,7 +786,11 @@ class Watcher:
                     apps[v.yarn_id] = v
         metrics = rm.cluster_metrics()
         scheduler = rm.scheduler()
-        info = rm.cluster_info()
+        # The RM's age matters only while a known node is not listed (resync after a restart).
+        info = rm.cluster_info() if set(self.view.nodes) - set(nodes) else None
+        uptime = None
+        if info is not None and info.started_on:
+            uptime = max(0.0, time.time() - info.started_on / 1000)
         app_queues = tuple(
             a.queue for a in apps.values() if a.kind == ANALYTICS and a.live and a.queue
         )
@@ -809,7 +813,7 @@ class Watcher:
             nodes=MappingProxyType(nodes),
             capacity=capacity,
             active_nodes=metrics.active_nodes,
-            rm_uptime_s=max(0.0, time.time() - info.started_on / 1000) if info.started_on else None,
+            rm_uptime_s=uptime,
         )
 
     # -- one poll ----------------------------------------------------------------------------

@@ -209,7 +209,7 @@ def run_hive_phase(state: ClusterState, arb: ServedArbiter, workdir: Path,
     the query's arbiter share, while another tenant's analytics job comes and goes (QOOP's
     1-over-n share halves, then recovers); returns 1 if the query's rows were wrong."""
     from hive_hooks.cli import ReportingShare, format_event
-    from hive_hooks.demo import _same_rows
+    from hive_hooks.demo import matches_one_shot
     from hive_hooks.executor import QueryRunner
     from hive_hooks.registry import CheckpointRegistry
     from hive_hooks.share import ArbiterShare
@@ -278,13 +278,7 @@ def run_hive_phase(state: ClusterState, arb: ServedArbiter, workdir: Path,
             res = runner.run(sql, query_id=f"demo-q{n}")
         finally:
             runner.close()
-        conn = srv.connect(database="tpch")
-        try:
-            cur = conn.cursor()
-            cur.execute(sql)
-            ok = _same_rows(res.rows, [tuple(r) for r in cur.fetchall()])
-        finally:
-            conn.close()
+        ok = matches_one_shot(lambda: srv.connect(database="tpch"), sql, res.rows)
         verdict = "match" if ok else "DO NOT match"
         say(f"TPC-H Q{n}: {len(res.rows)} rows in {res.elapsed_s:.1f} s, {len(res.switches)} "
             f"plan switch(es), {res.share_changes} share change(s); rows {verdict} the "
