@@ -276,6 +276,15 @@ SCHEMA: Mapping[str, Property] = MappingProxyType(
                 "file holding the admin credential (generated if empty)",
             ),
             Property(
+                "arbiter.query.service-token-file",
+                "",
+                str,
+                lambda v: True,
+                "a file path",
+                "file holding the credential query services (HiveServer2's hooks) register "
+                "queries with (generated if empty)",
+            ),
+            Property(
                 "arbiter.journal.path",
                 "arbiter-journal.db",
                 str,

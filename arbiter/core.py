@@ -139,6 +139,8 @@ class _QueryJob:
     job_id: str
     token_hash: str
     name: str
+    user: str = ""
+    via_service: bool = False  # registered by a query service (HiveServer2's hook)
     subscribers: list[Outbox] = field(default_factory=list)
 
 
@@ -150,6 +152,7 @@ class ArbiterCore:
         journal: Journal,
         *,
         admin_token: str,
+        service_token: str | None = None,
         clock: Callable[[], float] = time.time,
         decider: Decider = decide_inline,
         topology_from_rm: bool = False,
@@ -162,6 +165,7 @@ class ArbiterCore:
         self.journal = journal
         self.clock = clock
         self._admin_hash = hash_token(admin_token)
+        self._service_hash = hash_token(service_token) if service_token else None
         self._lock = threading.RLock()
         snap = journal.load(cluster.gpu_ids, trim_unknown=topology_from_rm)
         self.apps: dict[str, AppRecord] = dict(snap.apps)
@@ -537,11 +541,21 @@ class ArbiterCore:
             self._broadcast_share(ShareCause.CAPACITY_CHANGED)
             return added, removed
 
-    def register_query(self, name: str) -> tuple[str, str]:
+    def register_query(
+        self, name: str, *, user: str = "", service_token: str | None = None
+    ) -> tuple[str, str]:
+        """A query joins |J|. ``service_token`` (a query service such as HiveServer2's hook,
+        registering its users' queries) must be the credential this arbiter issued to query
+        services; a wrong one is refused and nothing is registered."""
+        via_service = service_token is not None
+        if via_service and (
+            self._service_hash is None or not token_matches(service_token, self._service_hash)
+        ):
+            raise RequestError(Code.UNAUTHENTICATED, "wrong query-service token")
         token = new_token()
         job_id = f"query-{uuid.uuid4().hex[:12]}"
         with self._lock:
-            self.queries[job_id] = _QueryJob(job_id, hash_token(token), name)
+            self.queries[job_id] = _QueryJob(job_id, hash_token(token), name, user, via_service)
             self._broadcast_share(ShareCause.JOB_ARRIVED)
         return job_id, token
 

@@ -32,28 +32,40 @@ from arbiter.service import build_server
 if TYPE_CHECKING:
     from yarn_bridge.bridge_cli import BridgeSettings
 
-__all__ = ["RunningArbiter", "admin_token_for", "serve_forever"]
+__all__ = ["RunningArbiter", "admin_token_for", "serve_forever", "service_token_for"]
 
 log = logging.getLogger("yarn_arbiter.server")
 
 
-def admin_token_for(config: Config) -> tuple[str, Path]:
-    """The admin token and the file it lives in (created 0600 if missing)."""
-    configured = config["arbiter.admin.token-file"]
-    path = Path(configured or f"{config['arbiter.journal.path']}.admin-token")
+def token_file_for(config: Config, key: str, suffix: str) -> tuple[str, Path]:
+    """The credential the setting ``key`` names and its file: the configured file, or
+    ``<journal>.<suffix>`` created 0600 with a new token if missing."""
+    configured = config[key]
+    path = Path(configured or f"{config['arbiter.journal.path']}.{suffix}")
     if path.is_file():
         token = path.read_text().strip()
         if not token:
-            raise ValueError(f"arbiter.admin.token-file {path} is empty")
+            raise ValueError(f"{key} {path} is empty")
         return token, path
     if configured:
-        raise FileNotFoundError(f"arbiter.admin.token-file = {path}: no such file")
+        raise FileNotFoundError(f"{key} = {path}: no such file")
     token = new_token()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(token + "\n")
     return token, path
+
+
+def admin_token_for(config: Config) -> tuple[str, Path]:
+    """The admin token and the file it lives in (created 0600 if missing)."""
+    return token_file_for(config, "arbiter.admin.token-file", "admin-token")
+
+
+def service_token_for(config: Config) -> tuple[str, Path]:
+    """The credential the arbiter issues to query services (HiveServer2's hooks register the
+    queries of plain beeline users with it) and its file (created 0600 if missing)."""
+    return token_file_for(config, "arbiter.query.service-token-file", "service-token")
 
 
 class RunningArbiter:
@@ -66,6 +78,7 @@ class RunningArbiter:
         config: Config,
         *,
         admin_token: str,
+        service_token: str | None = None,
         clock: Callable[[], float] = time.time,
         tick_seconds: float = 0.05,
         decider: Decider | None = None,
@@ -80,6 +93,7 @@ class RunningArbiter:
             config,
             self.journal,
             admin_token=admin_token,
+            service_token=service_token,
             clock=clock,
             decider=decider if decider is not None else decide_inline,
             topology_from_rm=topology_from_rm,
@@ -164,10 +178,16 @@ def serve_forever(
     if cluster is None:
         raise ValueError("serve needs a cluster spec or --rm-url")
     token, token_path = admin_token_for(config)
+    service_token, service_path = service_token_for(config)
     decider = ProcessDecider() if config["arbiter.auction.worker-process"] else None
     try:
         arbiter = RunningArbiter(
-            cluster, config, admin_token=token, decider=decider, topology_from_rm=bridge is not None
+            cluster,
+            config,
+            admin_token=token,
+            service_token=service_token,
+            decider=decider,
+            topology_from_rm=bridge is not None,
         ).start()
     except BaseException:
         if decider is not None:
@@ -183,12 +203,14 @@ def serve_forever(
             arbiter.stop()
             raise
     log.info(
-        "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s%s",
+        "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s; "
+        "query-service token in %s%s",
         cluster.name,
         cluster.num_gpus,
         arbiter.port,
         config["arbiter.journal.path"],
         token_path,
+        service_path,
         f"; YARN bridge to {', '.join(bridge.rm_urls)}" if bridge is not None else "",
     )
     print(

@@ -330,7 +330,14 @@ class QueryShareService(rpc.QueryShareServicer):
     async def RegisterQuery(self, request, context):
         if len(request.query_name) > 1024:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "query_name is <= 1024 chars")
-        job_id, token = self.core.register_query(request.query_name)
+        try:
+            job_id, token = self.core.register_query(
+                request.query_name,
+                user=request.user[:256],
+                service_token=_metadata(context, "x-service-token"),
+            )
+        except RequestError as err:
+            await _abort(context, err, self.core)
         return pb.RegisterQueryResponse(job_id=job_id, job_token=token)
 
     async def SubscribeShare(self, request, context):

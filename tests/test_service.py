@@ -450,3 +450,34 @@ def test_reconnect_with_resume_resends_missed_allocations(arbiter: RunningArbite
     assert {g for x in msg.allocation.leases for g in x.gpu_ids} <= {
         g for x in held for g in x.gpu_ids
     }
+
+
+def test_query_service_credential(tmp_path: Path) -> None:
+    """A query service (HiveServer2's hook) registers its users' queries with the credential
+    the arbiter issued to it; a wrong one is refused and registers nothing."""
+    a = RunningArbiter(
+        CLUSTER,
+        load_config(
+            environ={"ARBITER_GRPC_PORT": "0", "ARBITER_JOURNAL_PATH": str(tmp_path / "j.db")}
+        ),
+        admin_token=ADMIN,
+        service_token="svc-secret",
+    ).start()
+    try:
+        shares = rpc.QueryShareStub(channel(a))
+        ok = shares.RegisterQuery(
+            pb.RegisterQueryRequest(query_name="hive_q1", user="ann"),
+            metadata=[("x-service-token", "svc-secret")],
+        )
+        job = a.core.queries[ok.job_id]
+        assert job.via_service and job.user == "ann" and job.name == "hive_q1"
+        for wrong in ("svc-secrex", "", ADMIN):
+            with pytest.raises(grpc.RpcError) as err:
+                shares.RegisterQuery(
+                    pb.RegisterQueryRequest(query_name="forged"),
+                    metadata=[("x-service-token", wrong)],
+                )
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert [q.name for q in a.core.queries.values()] == ["hive_q1"]
+    finally:
+        a.stop(0)

@@ -22,6 +22,7 @@ from typing import Any
 
 import grpc
 
+from arbiter.journal import new_token
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
@@ -61,12 +62,19 @@ class ServedArbiter:
         self.token = admin_token
         token_file = workdir / "admin-token"
         token_file.write_text(admin_token + "\n")
+        # the credential HiveServer2's hooks register their users' queries with
+        self.service_token_file = workdir / "service-token"
+        if not self.service_token_file.is_file():
+            self.service_token_file.write_text(new_token() + "\n")
+        self.service_token_file.chmod(0o600)
         self.journal = workdir / "journal.db"
         if fresh:  # a new run starts from an empty journal
             for stale in workdir.glob("journal.db*"):
                 stale.unlink()
         self.port = _free_port()
-        env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(token_file), **(knobs or {})}
+        env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
+               "ARBITER_QUERY_SERVICE_TOKEN_FILE": str(self.service_token_file),
+               **(knobs or {})}  # fmt: skip
         cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", rm_url,
                "--port", str(self.port), "--journal", str(self.journal),
                "--rm-poll-seconds", str(poll_s), *serve_args]  # fmt: skip
