@@ -924,8 +924,9 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-_ENGINE_MARKERS = ("hive_hooks.engine", "hive_hooks.yarn_engine")
-_JVM_MARKERS = ("HiveThriftServer2", "hive_hooks.yarn_engine")  # yarn: our PySpark driver
+_ENGINE_MARKERS = ("hive_hooks.engine", "hive_hooks.yarn_engine", "hive_hooks.hive_engine")
+# the JVM: Spark's Thrift Server, our PySpark driver (yarn), Hive's own HiveServer2
+_JVM_MARKERS = ("HiveThriftServer2", "hive_hooks.yarn_engine", "service.server.HiveServer2")
 
 
 def _is_engine(pid: int | None, markers: tuple[str, ...]) -> bool:
@@ -971,11 +972,28 @@ def _engine_start(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise CliError(f"port 127.0.0.1:{port} is already in use")
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / ENGINE_LOG
-    module = "hive_hooks.yarn_engine" if args.on_yarn else "hive_hooks.engine"
+    if args.engine == "hive":
+        module = "hive_hooks.hive_engine"
+    else:
+        module = "hive_hooks.yarn_engine" if args.on_yarn else "hive_hooks.engine"
     cmd = [sys.executable, "-m", module, "--port", str(port), "--dir", str(workdir)]
     cmd += ["--driver-memory", args.driver_memory, "--timeout", str(args.timeout)]
     control = None
-    if args.on_yarn:
+    if args.engine == "hive":
+        if args.on_yarn:
+            conf_dir = args.hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR")
+            if not conf_dir:
+                raise CliError("--on-yarn needs --hadoop-conf-dir or HADOOP_CONF_DIR", EXIT_USAGE)
+            cmd += ["--tez", "yarn", "--hadoop-conf-dir", str(Path(conf_dir).expanduser())]
+        cmd += ["--queue", args.yarn_queue]
+        if args.hooks_arbiter:
+            cmd += ["--arbiter", args.hooks_arbiter]
+            if args.service_token_file:
+                token = Path(args.service_token_file).expanduser().resolve()
+                if not token.is_file():
+                    raise CliError(f"--service-token-file {token}: no such file", EXIT_USAGE)
+                cmd += ["--service-token-file", str(token)]
+    elif args.on_yarn:
         conf_dir = args.hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR")
         if not conf_dir:
             raise CliError("--on-yarn needs --hadoop-conf-dir or HADOOP_CONF_DIR", EXIT_USAGE)
@@ -1411,17 +1429,40 @@ def build_parser() -> _Parser:
 def build_engine_parser() -> _Parser:
     p = _Parser(
         prog=f"{PROG} engine",
-        description="A local HiveServer2 (the Spark Thrift Server from the pyspark wheel, "
-        "NOSASL, 127.0.0.1 only). start returns once it accepts connections and prints its "
-        "JDBC URL; it keeps running after the command exits, until engine stop. Tables live "
-        "in the work dir and survive a restart.",
+        description="A local HiveServer2 (NOSASL, 127.0.0.1 only): the Spark Thrift Server from "
+        "the pyspark wheel, or with --engine hive Apache Hive's own on Tez. start returns once "
+        "it accepts connections and prints its JDBC URL; it keeps running after the command "
+        "exits, until engine stop. Tables live in the work dir and survive a restart.",
         epilog=f"examples:\n  {PROG} engine start --port 10000 --workdir /tmp/hs2\n"
+        f"  {PROG} engine start --engine hive --port 10001 --workdir /tmp/hive\n"
+        f"  {PROG} engine start --engine hive --on-yarn --hadoop-conf-dir "
+        "/tmp/yarn/etc/client --workdir /tmp/hive\n"
         f"  {PROG} engine status --workdir /tmp/hs2\n"
         f"  {PROG} engine stop --workdir /tmp/hs2\n\n"
         "exit status: 0 ok; 1 failed to start; 3 status: not running.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("action", choices=("start", "stop", "status"))
+    p.add_argument(
+        "--engine",
+        choices=("spark", "hive"),
+        default="spark",
+        help="start: spark = the Spark Thrift Server (light, the default); hive = Apache Hive "
+        "4.0.1's HiveServer2 on Tez (jars fetched from Maven Central on first use)",
+    )
+    p.add_argument(
+        "--hooks-arbiter",
+        type=_hostport,
+        metavar="HOST:PORT",
+        help="start, --engine hive: load the Hive hooks, which register every query with this "
+        "arbiter (so plain beeline queries count in its share)",
+    )
+    p.add_argument(
+        "--service-token-file",
+        metavar="FILE",
+        help="--hooks-arbiter: the credential the arbiter issued to query services "
+        "(arbiter.query.service-token-file)",
+    )
     p.add_argument(
         "--workdir",
         default=str(DEFAULT_WORKDIR),
@@ -1437,7 +1478,8 @@ def build_engine_parser() -> _Parser:
     p.add_argument(
         "--on-yarn",
         action="store_true",
-        help="start: executors in YARN containers, sized by the queries' shares",
+        help="start: spark: executors in YARN containers, sized by the queries' shares; "
+        "hive: Tez AMs and tasks in YARN containers",
     )
     p.add_argument(
         "--hadoop-conf-dir",

@@ -78,7 +78,7 @@ LOG_TAIL_LINES = 40
 
 
 class HiveServerStartError(RuntimeError):
-    """The Spark Thrift Server did not become reachable (exited early or timed out)."""
+    """A local HiveServer2 did not become reachable (exited early or timed out)."""
 
 
 def free_port(host: str = HOST) -> int:
@@ -145,6 +145,8 @@ class LocalHiveServer:
     ``port=None`` picks a free port; ``work_dir=None`` uses a new temporary directory that
     :meth:`stop` removes (a given ``work_dir`` is kept, so its tables survive a restart).
     """
+
+    what = "Spark Thrift Server"
 
     def __init__(
         self,
@@ -297,7 +299,7 @@ class LocalHiveServer:
             rc = self._proc.poll()
             if rc is not None:
                 raise HiveServerStartError(
-                    f"Spark Thrift Server exited with code {rc} during startup; "
+                    f"{self.what} exited with code {rc} during startup; "
                     f"log: {self.log_path}\n--- last lines ---\n{_tail(self.log_path)}"
                 )
             if port_is_open(self.port):
@@ -308,7 +310,7 @@ class LocalHiveServer:
                     last_error = e
             if time.monotonic() > deadline:
                 raise HiveServerStartError(
-                    f"Spark Thrift Server not reachable on {HOST}:{self.port} after "
+                    f"{self.what} not reachable on {HOST}:{self.port} after "
                     f"{self.start_timeout:.0f} s (last error: {last_error!r}); "
                     f"log: {self.log_path}\n--- last lines ---\n{_tail(self.log_path)}"
                 )
