@@ -241,9 +241,15 @@ def site_overrides(
         hive["mapreduce.framework.name"] = "local"
         tez_site |= {"tez.local.mode": "true", "tez.runtime.optimize.local.fetch": "true",
                      "tez.ignore.lib.uris": "true"}  # fmt: skip
-    else:
+    else:  # the Tez AM and task JVMs run Java 17 too: the same add-opens
+        opens = " ".join(JAVA_OPENS)
         tez_site |= {"tez.local.mode": "false", "tez.lib.uris": f"file://{jars}",
-                     "tez.use.cluster.hadoop-libs": "false"}  # fmt: skip
+                     "tez.use.cluster.hadoop-libs": "false",
+                     "tez.am.launch.cmd-opts": f"-XX:+UseSerialGC {opens}",
+                     "tez.task.launch.cmd-opts": f"-XX:+UseSerialGC {opens}",
+                     # a session AM whose HiveServer2 is gone (stopped or killed) ends itself
+                     "tez.am.client.heartbeat.timeout.secs": "30"}  # fmt: skip
+        hive["hive.tez.java.opts"] = f"-Xmx820m -XX:+UseSerialGC {opens}"
     if arbiter:
         hive |= {"hive.query.lifetime.hooks": QUERY_HOOK, "hive.exec.pre.hooks": PLAN_HOOK,
                  "yarn.arbiter.address": arbiter, "yarn.arbiter.queue": queue}  # fmt: skip

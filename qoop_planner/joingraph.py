@@ -36,6 +36,7 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.hive import Hive
 from sqlglot.errors import ErrorLevel, ParseError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, build_scope
@@ -61,8 +62,24 @@ def out_column(alias: str, column: str) -> str:
     return f"{alias}__{column}"
 
 
+class _HiveOut(Hive):
+    """Hive SQL as Hive's own parser takes it: its lexer starts an unquoted identifier with a
+    letter or digit, so names such as sqlglot's ``_col_0`` aliases are back-quoted (Spark SQL
+    takes them either way).
+
+    >>> sql_text(sqlglot.parse_one("SELECT SUM(x) AS _col_0 FROM t", read="hive"))
+    'SELECT SUM(x) AS `_col_0` FROM t'
+    """
+
+    def can_quote(self, identifier: exp.Identifier, identify: str | bool = "safe") -> bool:
+        return identifier.this.startswith("_") or super().can_quote(identifier, identify)
+
+
+_HIVE_OUT = _HiveOut()
+
+
 def sql_text(e: exp.Expr) -> str:
-    return e.sql(dialect=OUT_DIALECT, comments=False)
+    return e.sql(dialect=_HIVE_OUT, comments=False)
 
 
 def _digest(text: str, n: int = 16) -> str:

@@ -40,7 +40,6 @@ def connect(bench: str, sf: float = 0.01):
 
 def load_tpc(bench: str, sf: float = 0.01) -> TpcData:
     """Schema, statistics (rows, approximate NDV per column) and Hive query texts."""
-    import sqlglot
 
     con = connect(bench, sf)
     schema: dict[str, dict[str, str]] = {}
@@ -55,8 +54,47 @@ def load_tpc(bench: str, sf: float = 0.01) -> TpcData:
         rows, *ndvs = con.sql(f"SELECT count(*), {exprs} FROM {t}").fetchone()
         stats[t] = TableStats(rows=rows, ndv=dict(zip(cols, ndvs, strict=True)))
     fn = "tpch_queries()" if bench == "tpch" else "tpcds_queries()"
-    queries = {
-        n: sqlglot.transpile(q, read="duckdb", write="hive")[0]
-        for n, q in con.sql(f"SELECT query_nr, query FROM {fn}").fetchall()
-    }
+    queries = {n: to_hive(q) for n, q in con.sql(f"SELECT query_nr, query FROM {fn}").fetchall()}
     return TpcData(bench, schema, stats, queries)
+
+
+def to_hive(duckdb_sql: str) -> str:
+    """A query from DuckDB's TPC texts in SQL that Hive 4's parser takes (and Spark's too).
+
+    Two rules beyond sqlglot's transpiling: a derived table's column-alias list
+    (``(SELECT a, COUNT(b) ...) AS t(x, y)``) becomes aliases in its SELECT list, and a GROUP BY
+    on a SELECT alias groups by the aliased expression (Hive resolves GROUP BY names against
+    the FROM clause only).
+
+    >>> to_hive("SELECT y FROM (SELECT a, count(b) FROM r GROUP BY a) AS t(x, y)")
+    'SELECT y FROM (SELECT a AS x, COUNT(b) AS y FROM r GROUP BY a) AS t'
+    >>> to_hive("SELECT k AS s, sum(v) AS n FROM r GROUP BY s")
+    'SELECT k AS s, SUM(v) AS n FROM r GROUP BY k'
+    """
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(duckdb_sql, read="duckdb")
+    for sub in list(tree.find_all(exp.Subquery)):
+        alias = sub.args.get("alias")
+        inner = sub.this
+        if alias is None or not alias.columns or not isinstance(inner, exp.Select):
+            continue
+        names = [c.name for c in alias.columns]
+        if len(names) != len(inner.expressions):
+            continue
+        inner.set(
+            "expressions",
+            [exp.alias_(e.unalias() if isinstance(e, exp.Alias) else e, n)
+             for e, n in zip(inner.expressions, names, strict=True)],
+        )  # fmt: skip
+        alias.set("columns", None)
+    for select in tree.find_all(exp.Select):
+        group = select.args.get("group")
+        if group is None:
+            continue
+        aliased = {e.alias: e.this for e in select.expressions if isinstance(e, exp.Alias)}
+        for col in list(group.expressions):
+            if isinstance(col, exp.Column) and not col.table and col.name in aliased:
+                col.replace(aliased[col.name].copy())
+    return tree.sql(dialect="hive")

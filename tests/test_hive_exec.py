@@ -18,13 +18,21 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from pyhive import hive
+from hive_helpers import (  # type: ignore[import-not-found]
+    Events,
+    assert_no_recompute,
+    canon,
+    connector,
+    jump,
+    rotate,
+    run_direct,
+    tables_of,
+)
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
@@ -37,13 +45,12 @@ from hive_hooks.errors import (
     SettingError,
 )
 from hive_hooks.executor import QueryRunner, StageEvent
-from hive_hooks.registry import CheckpointRegistry, RetentionPolicy, show_tables
+from hive_hooks.registry import CheckpointRegistry, RetentionPolicy
 from hive_hooks.share import ArbiterShare, ManualShare, StaticShare
 from hive_hooks.tpcload import load_tpc
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from qoop_planner.model import Plan, Progress, Share
-from qoop_planner.replan import rewrite
 from qoop_planner.tpc import load_tpc as tpc_queries
 from yarn_bridge.watcher import query_tag
 
@@ -72,10 +79,6 @@ def engine(tmp_path_factory: pytest.TempPathFactory):
     srv.stop()
 
 
-def connector(port: int, database: str = "tpch") -> Callable[[], Any]:
-    return lambda: hive.connect(host=HOST, port=port, auth="NOSASL", database=database)
-
-
 @pytest.fixture(scope="module")
 def connect(engine: LocalHiveServer, tmp_path_factory: pytest.TempPathFactory):
     data = tmp_path_factory.mktemp("data")
@@ -96,16 +99,6 @@ def registry(tmp_path_factory: pytest.TempPathFactory):
     reg.close()
 
 
-def run_direct(connect: Callable[[], Any], sql: str) -> list[tuple[Any, ...]]:
-    conn = connect()
-    try:
-        cur = conn.cursor()
-        cur.execute(sql)
-        return [tuple(r) for r in cur.fetchall()]
-    finally:
-        conn.close()
-
-
 _DIRECT: dict[int, list[tuple[Any, ...]]] = {}
 
 
@@ -115,61 +108,6 @@ def direct(connect: Callable[[], Any], queries: dict[int, str], n: int) -> list[
         _DIRECT[n] = run_direct(connect, queries[n])
         TIMINGS["direct"][n] = time.monotonic() - t0
     return _DIRECT[n]
-
-
-def canon(rows: Sequence[Sequence[Any]]) -> Counter[tuple[Any, ...]]:
-    def norm(v: Any) -> Any:
-        if isinstance(v, float):
-            return float(f"{v:.9g}")
-        if isinstance(v, Decimal):
-            return v.normalize()
-        return v
-
-    return Counter(tuple(norm(v) for v in r) for r in rows)
-
-
-def tables_of(connect: Callable[[], Any], db: str) -> set[str]:
-    conn = connect()
-    try:
-        return set(show_tables(conn.cursor(), db))
-    finally:
-        conn.close()
-
-
-class Events:
-    """Collects StageEvents; optional hook called with each."""
-
-    def __init__(self, hook: Callable[[StageEvent], None] | None = None) -> None:
-        self.all: list[StageEvent] = []
-        self.hook = hook
-
-    def __call__(self, e: StageEvent) -> None:
-        self.all.append(e)
-        if self.hook is not None:
-            self.hook(e)
-
-    def of(self, kind: str, query_id: str | None = None) -> list[StageEvent]:
-        return [e for e in self.all if e.kind == kind and query_id in (None, e.query_id)]
-
-
-def rotate(plans: Sequence[Plan], progress: Progress, share: Share, current: str | None) -> Plan:
-    """Forced switches: every share change moves to the next cached plan (cyclically)."""
-    if current is None:
-        return plans[0]
-    ids = [p.plan_id for p in plans]
-    return plans[(ids.index(current) + 1) % len(plans)]
-
-
-def jump(plans: Sequence[Plan], progress: Progress, share: Share, current: str | None) -> Plan:
-    """Away from p0 to a plan that needs none of the running stages; back to p0 after that."""
-    if current is None or current != plans[0].plan_id:
-        return plans[0]
-    for p in plans[1:]:
-        rem = rewrite(p, progress)
-        needed = {s.signature for s in rem.stages if s.kind != "checkpoint"}
-        if not needed & set(progress.running):
-            return p
-    return plans[1]
 
 
 # ------------------------------------------------------------------------------ all of TPC-H
@@ -816,15 +754,6 @@ def test_server_restart_mid_query(
         if e.stage_id in done_at:
             assert any(x.kind == "start" and x.stage_id == e.stage_id for x in log)
     assert len(done_at) == len({e.stage_id for e in events.of("done") if e.table})
-
-
-def assert_no_recompute(log: Sequence[Any]) -> dict[str, int]:
-    """No stage of a run's stage log starts again after it finished; stage id -> its ``done``."""
-    done_at = {e.stage_id: i for i, e in enumerate(log) if e.kind == "done" and e.table}
-    for i, e in enumerate(log):
-        if e.kind == "start" and e.stage_id in done_at:
-            assert i < done_at[e.stage_id], f"{e.stage_id} recomputed after it finished"
-    return done_at
 
 
 def test_server_killed_mid_query(

@@ -1,0 +1,95 @@
+"""Helpers shared by the tests that run the replanner on a real HiveServer2 (the Spark Thrift
+Server in test_hive_exec.py, Hive on Tez in test_hive_real.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+from pyhive import hive
+
+from hive_hooks.engine import HOST
+from hive_hooks.executor import StageEvent
+from hive_hooks.registry import show_tables
+from qoop_planner.model import Plan, Progress, Share
+from qoop_planner.replan import rewrite
+
+
+def connector(port: int, database: str = "tpch") -> Callable[[], Any]:
+    return lambda: hive.connect(host=HOST, port=port, auth="NOSASL", database=database)
+
+
+def run_direct(connect: Callable[[], Any], sql: str) -> list[tuple[Any, ...]]:
+    conn = connect()
+    try:
+        cur = conn.cursor()
+        cur.execute(sql)
+        return [tuple(r) for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def canon(rows: Sequence[Sequence[Any]]) -> Counter[tuple[Any, ...]]:
+    def norm(v: Any) -> Any:
+        if isinstance(v, float):
+            return float(f"{v:.9g}")
+        if isinstance(v, Decimal):
+            return v.normalize()
+        return v
+
+    return Counter(tuple(norm(v) for v in r) for r in rows)
+
+
+def tables_of(connect: Callable[[], Any], db: str) -> set[str]:
+    conn = connect()
+    try:
+        return set(show_tables(conn.cursor(), db))
+    finally:
+        conn.close()
+
+
+class Events:
+    """Collects StageEvents; optional hook called with each."""
+
+    def __init__(self, hook: Callable[[StageEvent], None] | None = None) -> None:
+        self.all: list[StageEvent] = []
+        self.hook = hook
+
+    def __call__(self, e: StageEvent) -> None:
+        self.all.append(e)
+        if self.hook is not None:
+            self.hook(e)
+
+    def of(self, kind: str, query_id: str | None = None) -> list[StageEvent]:
+        return [e for e in self.all if e.kind == kind and query_id in (None, e.query_id)]
+
+
+def rotate(plans: Sequence[Plan], progress: Progress, share: Share, current: str | None) -> Plan:
+    """Forced switches: every share change moves to the next cached plan (cyclically)."""
+    if current is None:
+        return plans[0]
+    ids = [p.plan_id for p in plans]
+    return plans[(ids.index(current) + 1) % len(plans)]
+
+
+def jump(plans: Sequence[Plan], progress: Progress, share: Share, current: str | None) -> Plan:
+    """Away from p0 to a plan that needs none of the running stages; back to p0 after that."""
+    if current is None or current != plans[0].plan_id:
+        return plans[0]
+    for p in plans[1:]:
+        rem = rewrite(p, progress)
+        needed = {s.signature for s in rem.stages if s.kind != "checkpoint"}
+        if not needed & set(progress.running):
+            return p
+    return plans[1]
+
+
+def assert_no_recompute(log: Sequence[Any]) -> dict[str, int]:
+    """No stage of a run's stage log starts again after it finished; stage id -> its ``done``."""
+    done_at = {e.stage_id: i for i, e in enumerate(log) if e.kind == "done" and e.table}
+    for i, e in enumerate(log):
+        if e.kind == "start" and e.stage_id in done_at:
+            assert i < done_at[e.stage_id], f"{e.stage_id} recomputed after it finished"
+    return done_at
