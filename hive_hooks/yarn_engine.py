@@ -696,7 +696,8 @@ def main(argv: list[str] | None = None) -> int:
         print(str(e), file=sys.stderr)
         return 2
     return serve_foreground(
-        srv, "Spark Thrift Server on YARN",
+        srv,
+        "Spark Thrift Server on YARN",
         lambda: f", YARN app {srv.app_id}, control http://{HOST}:{srv.control_port}",
     )
 

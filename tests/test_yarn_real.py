@@ -37,6 +37,7 @@ from yarn_bridge.watcher import (
 
 pytestmark = [pytest.mark.yarn, pytest.mark.slow]
 
+
 def submit_sleeper(rm: RMClient, *, queue: str = "analytics", tags: tuple[str, ...] = (),
                    name: str = "sleeper", seconds: int = 600) -> str:  # fmt: skip
     """A YARN app whose AM container runs ``sleep``: it never registers (so YARN keeps it
