@@ -541,8 +541,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hyperband", metavar="N:SAMPLES",
                    help="instead of the job, a Hyperband bracket of N train_job trials "
                    "from SAMPLES samples (Bracket; a --command is then ignored)")  # fmt: skip
-    p.add_argument("--trials-dir", default="trials",
-                   help="--hyperband: where the trials' checkpoints go (shared by containers)")
+    p.add_argument(
+        "--trials-dir",
+        default="trials",
+        help="--hyperband: where the trials' checkpoints go (shared by containers)",
+    )
     p.add_argument("--python", help="--hyperband: the python the trials run with")
     p.add_argument("--gpus", type=int, required=True, help="the job's maximum GPU demand")
     p.add_argument(

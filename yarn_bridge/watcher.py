@@ -32,7 +32,11 @@ Decisions (the spec and the papers leave these open):
   those tagged ``yarn-arbiter-query:<job_id>`` (:func:`query_tag`): those belong to ``qoop-hive``
   queries that registered with the arbiter themselves (through ``hive.query.tag``), so counting
   them again would count a query twice; a query-tagged Tez session that outlives its query is
-  idle, not a competing job.
+  idle, not a competing job. Nor do HiveServer2's Tez session AMs (type ``TEZ``, named
+  ``HIVE-<session id>``, :func:`is_hs2_session`): HiveServer2 keeps one per JDBC session and
+  reuses it across that session's queries, idle in between, so an AM is not a job; the queries
+  are, and HiveServer2's hooks (``java/hive-hooks``) register each with the arbiter while it
+  runs. A HiveServer2 without the hooks is therefore not seen in |J| at all.
 * **Capacity R for the analytics share** (:func:`analytics_capacity`, spec §1.3): the
   scheduler's own view of what the *analytics queues* are entitled to, memory and vcores (GPUs
   are not part of R: they go through leases).
@@ -241,6 +245,7 @@ class AppView:
     gpus_used: int | None = None
     final_status: str = "UNDEFINED"
     diagnostics: str = ""
+    hs2_session: bool = False  # a HiveServer2 Tez session AM (module docstring)
 
     @property
     def live(self) -> bool:
@@ -262,7 +267,19 @@ def app_view(app: App) -> AppView:
         gpus_used=app.allocated_gpus if not app.is_final else 0,
         final_status=app.final_status,
         diagnostics=app.diagnostics[:200],
+        hs2_session=is_hs2_session(app.application_type, app.name),
     )
+
+
+def is_hs2_session(application_type: str, name: str) -> bool:
+    """Whether an app is a HiveServer2 Tez session AM (Hive names them ``HIVE-<session id>``).
+
+    >>> is_hs2_session("TEZ", "HIVE-95426549-8815-4e20-9e5a-0f5e10d133fa")
+    True
+    >>> is_hs2_session("TEZ", "my-dag"), is_hs2_session("SPARK", "HIVE-x")
+    (False, False)
+    """
+    return application_type.upper() == "TEZ" and name.startswith("HIVE-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -595,14 +612,20 @@ def bound(apps: Mapping[str, AppView], bindings: Mapping[str, str]) -> dict[str,
 
 
 def external_jobs(apps: Iterable[AppView]) -> int:
-    """QOOP's external |J|: live analytics apps not tagged as a registered query's app.
+    """QOOP's external |J|: live analytics apps, except a registered query's app and
+    HiveServer2's Tez sessions (module docstring).
 
     >>> external_jobs([AppView("a1", "RUNNING", ANALYTICS),
     ...                AppView("a2", "RUNNING", ANALYTICS, query_id="query-1"),
-    ...                AppView("a3", "RUNNING", ML)])
+    ...                AppView("a3", "RUNNING", ML),
+    ...                AppView("a4", "RUNNING", ANALYTICS, hs2_session=True)])
     1
     """
-    return sum(1 for a in apps if a.kind == ANALYTICS and a.live and a.query_id is None)
+    return sum(
+        1
+        for a in apps
+        if a.kind == ANALYTICS and a.live and a.query_id is None and not a.hs2_session
+    )
 
 
 def _lookup(scheduler: SchedulerInfo, names: Iterable[str]) -> list[Queue]:

@@ -7,8 +7,11 @@ import java.nio.file.Files;
 import java.util.function.Function;
 
 /**
- * The hooks' settings, read from the query's HiveConf (hive-site.xml, or {@code set} in a
- * session unless the keys are in {@code hive.conf.restricted.list}).
+ * The settings of the hooks that register Hive queries with the arbiter (QOOP's per-query
+ * resource feedback: the arbiter's max-min share over the registered queries), read from the
+ * query's HiveConf: hive-site.xml, or {@code set} in a session unless the keys are in
+ * {@code hive.conf.restricted.list} (recommended: add {@code yarn.arbiter.} to it, and the
+ * token to {@code hive.conf.hidden.list}).
  *
  * <ul>
  *   <li>{@code yarn.arbiter.address} host:port of the arbiter (required; unset: the hooks do nothing)

@@ -2,7 +2,11 @@ package org.yarnarbiter.hive;
 
 import java.util.List;
 
-/** A minimal JSON writer for the plan log's lines (no JSON library on HS2's classpath is relied on). */
+/**
+ * A minimal JSON writer for the plan log's lines of {@link ArbiterPlanHook} (the plan Hive chose
+ * next to QOOP's per-query resource feedback, the arbiter's max-min share); no JSON library on
+ * HiveServer2's classpath is relied on.
+ */
 final class Json {
   private Json() {}
 

@@ -5,10 +5,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 
 /**
- * Logs one warning per arbiter outage rather than one per query: the first failure after a
- * success (or at start) is logged as a warning, further failures are not (debug only) until a
- * call succeeds again, which is logged once at info. The hooks keep running queries normally
- * throughout; this only decides what reaches HiveServer2's log.
+ * The once-per-outage warning of the hooks that feed Hive queries into the arbiter's max-min
+ * share (QOOP's per-query resource feedback). Logs one warning per arbiter outage rather than
+ * one per query: the first failure after a success (or at start) is logged as a warning,
+ * further failures are not (debug only) until a call succeeds again, which is logged once at
+ * info. The hooks keep running queries normally throughout; this only decides what reaches
+ * HiveServer2's log.
  */
 final class OutageLog {
   /** Where the messages go (slf4j in HiveServer2; a list in the tests). */

@@ -5,7 +5,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
- * The few protobuf (proto3) messages of the arbiter's QueryShare service
+ * The few protobuf (proto3) messages of the arbiter's QueryShare service (QOOP's per-query
+ * resource feedback: register a query, read its max-min share, unregister it)
  * ({@code protos/yarnarbiter/v1/arbiter.proto}, package {@code yarnarbiter.v1}), encoded and
  * decoded by hand so the hooks need neither protoc nor protobuf-java: a varint /
  * length-delimited {@link Writer} and {@link Reader}, and one method per message.
