@@ -2,13 +2,15 @@ package org.yarnarbiter.hive;
 
 import org.apache.hadoop.hive.conf.HiveConf;
 import org.apache.hadoop.hive.ql.QueryPlan;
+import org.apache.hadoop.hive.ql.exec.Utilities;
 import org.apache.hadoop.hive.ql.hooks.HookContext;
 import org.apache.hadoop.hive.ql.hooks.QueryLifeTimeHook;
 import org.apache.hadoop.hive.ql.hooks.QueryLifeTimeHookContext;
 
 /**
  * A {@link QueryLifeTimeHook} ({@code hive.query.lifetime.hooks}) that makes every Hive query
- * one job of the arbiter's QueryShare service while it executes (QOOP's per-query resource
+ * that runs on the cluster (a Tez or MapReduce task) one job of the arbiter's QueryShare
+ * service while it executes (QOOP's per-query resource
  * feedback: the arbiter's max-min share R / |J| is over the registered queries).
  *
  * <p>{@code beforeExecution} registers the query (RegisterQuery, {@code x-service-token}),
@@ -47,6 +49,9 @@ public class ArbiterQueryHook implements QueryLifeTimeHook {
         return;
       }
       HookContext hc = ctx.getHookContext();
+      if (!runsOnCluster(hc)) {
+        return;
+      }
       Registrations.ensure(s, queryId(hc, conf), user(hc));
     } catch (Throwable t) {
       swallow("beforeExecution", t);
@@ -67,6 +72,20 @@ public class ArbiterQueryHook implements QueryLifeTimeHook {
     } catch (Throwable t) {
       swallow("afterExecution", t);
     }
+  }
+
+  /**
+   * Whether the query runs work on the cluster (a Tez or MapReduce task): only such a query is
+   * a job of the arbiter's |J|. DDL, USE, SET and answers from the metastore or a fetch alone
+   * take no containers. Unknown (no plan): counted.
+   */
+  static boolean runsOnCluster(HookContext hc) {
+    QueryPlan plan = hc == null ? null : hc.getQueryPlan();
+    if (plan == null || plan.getRootTasks() == null) {
+      return true;
+    }
+    return !Utilities.getTezTasks(plan.getRootTasks()).isEmpty()
+        || !Utilities.getMRTasks(plan.getRootTasks()).isEmpty();
   }
 
   /** Hive's query id: the plan's, else the query state's, else {@code hive.query.id}. */

@@ -1,0 +1,229 @@
+"""HiveServer2's hooks (``java/hive-hooks``) on a real HiveServer2 4.0.1 and a real arbiter.
+
+A plain client (pyhive here, as beeline would) runs queries on a HiveServer2 whose
+``hive-site.xml`` names the hooks; the arbiter counts each query that runs on the cluster while
+it runs, with the query-service credential it issued, and forgets it when the query ends,
+fails or is cancelled. With the arbiter unreachable or the credential wrong, queries run
+exactly as before and the server logs one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyhive import hive
+
+from arbiter.cluster import load_cluster
+from arbiter.config import load_config
+from arbiter.server import RunningArbiter
+from hive_hooks.engine import HOST, free_port
+from hive_hooks.hive_engine import HiveOnTez
+
+pytestmark = pytest.mark.slow
+
+SERVICE_TOKEN = "hs2-service-credential"
+# a Tez job (an aggregation over a table) whose one row sleeps: long enough to be seen running
+SLOW = ("SELECT COUNT(*) FROM hooks.one WHERE reflect('java.lang.Thread', 'sleep', "
+        "CAST({ms} AS BIGINT)) IS NULL")  # fmt: skip
+
+
+def wait_for(what: str, cond: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := cond()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return value
+
+
+@pytest.fixture(scope="module")
+def arbiter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningArbiter]:
+    d = tmp_path_factory.mktemp("arb")
+    env = {"ARBITER_GRPC_PORT": "0", "ARBITER_JOURNAL_PATH": str(d / "journal.db")}
+    arb = RunningArbiter(load_cluster("themis-testbed"), load_config(environ=env),
+                         admin_token="admin", service_token=SERVICE_TOKEN).start()  # fmt: skip
+    yield arb
+    arb.stop(0)
+
+
+def start_server(root: Path, arbiter_addr: str, token: str) -> HiveOnTez:
+    root.mkdir(parents=True, exist_ok=True)
+    token_file = root / "service-token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    return HiveOnTez(work_dir=root / "hive", arbiter=arbiter_addr,
+                     service_token_file=token_file).start()  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def server(arbiter: RunningArbiter, tmp_path_factory: pytest.TempPathFactory):
+    srv = start_server(tmp_path_factory.mktemp("hooked"), f"{HOST}:{arbiter.port}", SERVICE_TOKEN)
+    conn = connect(srv)
+    cur = conn.cursor()
+    for sql in ("CREATE DATABASE IF NOT EXISTS hooks", "CREATE TABLE hooks.one (x INT)",
+                "INSERT INTO hooks.one VALUES (1)"):  # fmt: skip
+        cur.execute(sql)
+    conn.close()
+    yield srv
+    srv.stop()
+
+
+def connect(srv: HiveOnTez) -> Any:
+    return hive.connect(host=HOST, port=srv.port, auth="NOSASL", username="ann")
+
+
+def calls(arbiter: RunningArbiter) -> tuple[int, int]:
+    c = arbiter.core.rpc_calls
+    return c["RegisterQuery"], c["UnregisterQuery"]
+
+
+def settle(arbiter: RunningArbiter) -> None:
+    """No query of an earlier test registered any more."""
+    wait_for("no registered query", lambda: not arbiter.core.queries, timeout=30)
+
+
+def run_async(srv: HiveOnTez, sql: str) -> tuple[Any, threading.Thread, dict[str, Any]]:
+    conn = connect(srv)
+    cur = conn.cursor()
+    out: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            cur.execute(sql)
+            out["rows"] = cur.fetchall()
+        except Exception as e:  # the failure is what some tests want
+            out["error"] = e
+        finally:
+            conn.close()
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return cur, t, out
+
+
+def test_a_plain_query_counts_while_it_runs(server: HiveOnTez, arbiter: RunningArbiter) -> None:
+    settle(arbiter)
+    before = calls(arbiter)
+    _, t, out = run_async(server, SLOW.format(ms=3000))
+    jobs = wait_for("the query registered", lambda: list(arbiter.core.queries.values()))
+    assert len(jobs) == 1
+    job = jobs[0]
+    assert job.via_service and job.user == "ann"
+    assert re.fullmatch(r"\w+_\d{14}_[0-9a-f-]{36}", job.name), job.name  # Hive's query id
+    t.join(120)
+    assert out.get("rows") == [(0,)], out.get("error")
+    settle(arbiter)
+    assert calls(arbiter) == (before[0] + 1, before[1] + 1)
+    # the pre-execution hook recorded the plan Hive chose and the share at that moment
+    lines = [json.loads(x) for x in server.plan_log.read_text().splitlines()]
+    mine = [x for x in lines if x["query_id"] == job.name]
+    assert mine and mine[0]["job_id"] == job.job_id
+    assert mine[0]["share"]["active_jobs"] == 1 and mine[0]["share"]["vcores"] > 0
+    assert mine[0]["tables"] == ["hooks.one"]
+
+
+def test_two_queries_share_the_cluster(server: HiveOnTez, arbiter: RunningArbiter) -> None:
+    settle(arbiter)
+    runs = [run_async(server, SLOW.format(ms=4000)) for _ in range(2)]
+    wait_for("both queries registered", lambda: len(arbiter.core.queries) == 2)
+    for _, t, out in runs:
+        t.join(120)
+        assert out.get("rows") == [(0,)], out.get("error")
+    settle(arbiter)
+    names = {j["query_id"] for j in map(json.loads, server.plan_log.read_text().splitlines())}
+    shares = [json.loads(x)["share"] for x in server.plan_log.read_text().splitlines()]
+    assert len(names) >= 3 and any(s and s["active_jobs"] == 2 for s in shares)
+
+
+def test_statements_without_cluster_work_do_not_count(
+    server: HiveOnTez, arbiter: RunningArbiter
+) -> None:
+    settle(arbiter)
+    before = calls(arbiter)
+    conn = connect(server)
+    cur = conn.cursor()
+    for sql in ("USE hooks", "CREATE TABLE IF NOT EXISTS two (y INT)", "SHOW TABLES",
+                "SELECT * FROM hooks.one", "DROP TABLE two"):  # fmt: skip
+        cur.execute(sql)
+    conn.close()
+    assert calls(arbiter) == before
+
+
+def test_a_failing_query_is_unregistered(server: HiveOnTez, arbiter: RunningArbiter) -> None:
+    settle(arbiter)
+    before = calls(arbiter)
+    conn = connect(server)
+    cur = conn.cursor()
+    with pytest.raises(Exception, match=r"(?i)assert|fail"):
+        cur.execute("SELECT COUNT(*) FROM hooks.one WHERE assert_true(x > 5) IS NULL")
+    conn.close()
+    settle(arbiter)
+    # Hive may run a failed query again (hive.query.reexecution): each execution is a job
+    registered, unregistered = calls(arbiter)
+    assert registered > before[0] and registered - before[0] == unregistered - before[1]
+
+
+def test_bad_sql_never_registers(server: HiveOnTez, arbiter: RunningArbiter) -> None:
+    settle(arbiter)
+    before = calls(arbiter)
+    conn = connect(server)
+    with pytest.raises(Exception, match="ParseException"):
+        conn.cursor().execute("SELEC 1 FROM hooks.one")
+    conn.close()
+    assert calls(arbiter) == before and not arbiter.core.queries
+
+
+def test_a_cancelled_query_is_unregistered(server: HiveOnTez, arbiter: RunningArbiter) -> None:
+    from TCLIService.ttypes import TOperationState
+
+    settle(arbiter)
+    conn = connect(server)
+    cur = conn.cursor()
+    cur.execute(SLOW.format(ms=60000), async_=True)  # one thread: thrift is not thread-safe
+    wait_for("the query registered", lambda: len(arbiter.core.queries) == 1)
+    cur.cancel()
+    settle(arbiter)  # gone well before the 60 s sleep would have ended
+    ended = (TOperationState.CANCELED_STATE, TOperationState.ERROR_STATE)
+    wait_for("the operation ended", lambda: cur.poll().operationState in ended)
+    assert cur.poll().operationState == TOperationState.CANCELED_STATE
+    conn.close()
+
+
+def test_unreachable_arbiter_or_wrong_credential_never_stops_a_query(
+    arbiter: RunningArbiter, tmp_path: Path
+) -> None:
+    """Hooks pointed at a port nobody listens on, then with a wrong credential: queries run
+    as usual, the server logs one warning per outage (not one per query), and the arbiter
+    registers nothing."""
+    cases = (("down", f"{HOST}:{free_port()}", SERVICE_TOKEN),
+             ("wrong", f"{HOST}:{arbiter.port}", "not-the-credential"))  # fmt: skip
+    for name, addr, token in cases:
+        before = calls(arbiter)
+        srv = start_server(tmp_path / name, addr, token)
+        try:
+            conn = connect(srv)
+            cur = conn.cursor()
+            cur.execute("CREATE TABLE t (x INT)")
+            cur.execute("INSERT INTO t VALUES (1), (2)")
+            t0 = time.monotonic()
+            for _ in range(3):
+                cur.execute("SELECT COUNT(*) FROM t WHERE x > 0")
+                assert cur.fetchall() == [(2,)]
+            elapsed = time.monotonic() - t0
+            conn.close()
+        finally:
+            srv.stop(remove_dir=False)
+        warnings = [x for x in srv.log_path.read_text().splitlines()
+                    if " WARN " in x and "yarn-arbiter" in x]  # fmt: skip
+        assert len(warnings) == 1, warnings
+        assert elapsed < 60  # every call has its 2 s deadline: no hang
+        assert not arbiter.core.queries
+        if name == "wrong":  # it reached the arbiter, which refused it
+            assert calls(arbiter)[0] > before[0] and calls(arbiter)[1] == before[1]
