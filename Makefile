@@ -4,10 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-# The Java parts: Hadoop's and ZooKeeper's jars (Maven Central, once, into a shared cache) and the
-# lease ApplicationMaster jar (java/am). Both need Java 17 and Maven.
+# The Java parts: Hadoop's, ZooKeeper's and Hive's jars (Maven Central, once, into shared caches),
+# the lease ApplicationMaster jar (java/am) and the Hive hooks jar (java/hive-hooks). All need
+# Java 17 and Maven.
 JARS   := $(VENV)/.jars
 AM_SRC := $(wildcard java/am/src/main/java/org/yarnarbiter/am/*.java)
+HOOKS_SRC := $(wildcard java/hive-hooks/src/main/java/org/yarnarbiter/hive/*.java)
 
 .PHONY: demo test test-fast test-yarn jars lint bench bench-quick protos clean
 
@@ -17,9 +19,12 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-$(JARS): $(STAMP) java/runtime/pom.xml java/am/pom.xml $(AM_SRC)
+$(JARS): $(STAMP) java/runtime/pom.xml java/am/pom.xml $(AM_SRC) java/hive-runtime/pom.xml \
+		java/hive-hooks/pom.xml $(HOOKS_SRC)
 	$(BIN)/yarn-arbiter hadoop jars
 	mvn -B -q -f java/am/pom.xml package -DskipTests
+	mvn -B -q -f java/hive-hooks/pom.xml package
+	$(BIN)/qoop-hive engine jars
 	touch $(JARS)
 
 jars: $(JARS)
@@ -56,4 +61,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/auction_latency.py --quick
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache java/am/target
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache java/am/target java/hive-hooks/target

@@ -1123,6 +1123,23 @@ def _engine_stop(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _engine_jars(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Fetch Hive's jars (Maven Central, once) and build the Hive hooks' jar."""
+    from hive_hooks.hive_engine import build_hooks_jar, ensure_hive_jars
+    from yarn_bridge.local_hadoop import HadoopError
+
+    def say(m: str) -> None:
+        print(m, file=err, flush=True)
+
+    try:
+        jars = ensure_hive_jars(progress=say)
+        hooks = build_hooks_jar(progress=say)
+    except HadoopError as e:
+        raise CliError(str(e)) from e
+    print(f"Hive jars: {jars}\nhooks jar: {hooks}", file=out)
+    return EXIT_OK
+
+
 def _engine_status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from hive_hooks.engine import port_is_open
 
@@ -1438,11 +1455,12 @@ def build_engine_parser() -> _Parser:
         f"  {PROG} engine start --engine hive --on-yarn --hadoop-conf-dir "
         "/tmp/yarn/etc/client --workdir /tmp/hive\n"
         f"  {PROG} engine status --workdir /tmp/hs2\n"
-        f"  {PROG} engine stop --workdir /tmp/hs2\n\n"
+        f"  {PROG} engine stop --workdir /tmp/hs2\n"
+        f"  {PROG} engine jars   (fetch Hive's jars and build the hooks jar ahead of time)\n\n"
         "exit status: 0 ok; 1 failed to start; 3 status: not running.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("action", choices=("start", "stop", "status"))
+    p.add_argument("action", choices=("start", "stop", "status", "jars"))
     p.add_argument(
         "--engine",
         choices=("spark", "hive"),
@@ -1536,7 +1554,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None,
         command = argv[0] if argv else ""
         if command == "engine":
             args = _parse(build_engine_parser(), argv[1:], out)
-            action = {"start": _engine_start, "stop": _engine_stop, "status": _engine_status}
+            action = {"start": _engine_start, "stop": _engine_stop, "status": _engine_status,
+                      "jars": _engine_jars}  # fmt: skip
             return action[args.action](args, out, err)
         if command in ("load-tpch", "load-tpcds"):
             args = _parse(build_load_parser(command), argv[1:], out)
