@@ -250,11 +250,12 @@ def site_overrides(
                      # a session AM whose HiveServer2 is gone (stopped or killed) ends itself
                      "tez.am.client.heartbeat.timeout.secs": "30"}  # fmt: skip
         hive["hive.tez.java.opts"] = f"-Xmx820m -XX:+UseSerialGC {opens}"
-    if arbiter:
+    if not arbiter:  # deploy/conf names the hooks; without an arbiter (and jar) they go
+        hive |= {"hive.query.lifetime.hooks": "", "hive.exec.pre.hooks": ""}
+    else:
         hive |= {"hive.query.lifetime.hooks": QUERY_HOOK, "hive.exec.pre.hooks": PLAN_HOOK,
                  "yarn.arbiter.address": arbiter, "yarn.arbiter.queue": queue}  # fmt: skip
-        if service_token_file is not None:
-            hive["yarn.arbiter.service.token.file"] = str(service_token_file)
+        hive["yarn.arbiter.service.token.file"] = str(service_token_file or "")
         if plan_log is not None:
             hive["yarn.arbiter.plan.log"] = str(plan_log)
     return {"hive-site.xml": hive, "tez-site.xml": tez_site}

@@ -10,6 +10,7 @@ Scheduler's queues.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import xml.etree.ElementTree as ET
@@ -377,7 +378,8 @@ def test_hive_runs_on_tez_on_yarn(services: dict[str, dict[str, Any]]) -> None:
         assert f"{parts.scheme}://{parts.netloc}" == core["fs.defaultFS"]
         assert parts.path in ("/apps/tez", "/apps/tez/lib")
     assert "TEZ_HDFS_DIR:-/apps/tez" in script and '"$TEZ_HDFS_DIR/lib/"' in script
-    copied = re.search(r"^COPY hdfs-init\.sh (\S+)$", hive_dockerfile().read_text(), re.M)
+    copied = re.search(r"^COPY deploy/hive/hdfs-init\.sh (\S+)$", hive_dockerfile().read_text(),
+                       re.M)  # fmt: skip
     assert copied and copied.group(1) in services["hdfs-init"]["entrypoint"]
     # The Hive services read the Hadoop client configuration next to hive-site.xml.
     hs2 = services["hiveserver2"]
@@ -405,8 +407,33 @@ def test_metastore_uses_the_postgres_service(services: dict[str, dict[str, Any]]
     # The stock apache/hive image has no PostgreSQL driver; the derived image adds it.
     assert "/opt/hive/lib/postgres.jar" in hive_dockerfile().read_text()
     images = {services[s]["image"] for s in ("hdfs-init", "metastore", "hiveserver2")}
-    builds = {services[s]["build"] for s in ("hdfs-init", "metastore", "hiveserver2")}
-    assert len(images) == 1 and builds == {"./deploy/hive"}
+    builds = {json.dumps(services[s]["build"], sort_keys=True)
+              for s in ("hdfs-init", "metastore", "hiveserver2")}  # fmt: skip
+    assert len(images) == 1 and len(builds) == 1
+    build = services["hiveserver2"]["build"]
+    assert (ROOT / build["context"] / build["dockerfile"]).resolve() == hive_dockerfile()
+
+
+def test_hiveserver2_loads_the_arbiter_hooks(services: dict[str, dict[str, Any]]) -> None:
+    """The compose HiveServer2 runs the hooks the local one is tested with: the jar in its
+    image, their settings in hive-site.xml, the arbiter's query-service credential file on the
+    volume the arbiter writes it to, and the same classes hive_engine names."""
+    from hive_hooks.hive_engine import PLAN_HOOK, QUERY_HOOK
+
+    hive = hadoop_conf("hive-site.xml")
+    assert hive["hive.query.lifetime.hooks"].split(",")[0] == QUERY_HOOK
+    assert PLAN_HOOK in hive["hive.exec.pre.hooks"].split(",")
+    host, port = hive["yarn.arbiter.address"].split(":")
+    assert host == "arbiter" and f"{port}" in services["arbiter"]["command"]
+    token = Path(hive["yarn.arbiter.service.token.file"])
+    journal = services["arbiter"]["command"][services["arbiter"]["command"].index("--journal") + 1]
+    assert str(token) == f"{journal}.service-token"  # where serve generates it
+    mounts = {tgt: src for src, tgt in volumes(services["hiveserver2"])}
+    assert mounts[str(token.parent)] == "arbiter-journal"
+    assert "yarn.arbiter." in hive["hive.conf.restricted.list"].split(",")
+    assert "yarn.arbiter.service.token" in hive["hive.conf.hidden.list"].split(",")
+    docker = hive_dockerfile().read_text()
+    assert "COPY java/hive-hooks/target/yarn-arbiter-hive-hooks.jar /opt/hive/lib/" in docker
 
 
 def test_the_bridge_reads_the_compose_queues(services: dict[str, dict[str, Any]]) -> None:

@@ -227,3 +227,15 @@ def test_unreachable_arbiter_or_wrong_credential_never_stops_a_query(
         assert not arbiter.core.queries
         if name == "wrong":  # it reached the arbiter, which refused it
             assert calls(arbiter)[0] > before[0] and calls(arbiter)[1] == before[1]
+
+
+def test_a_session_cannot_redirect_or_read_the_hooks_credential(server: HiveOnTez) -> None:
+    """deploy/conf/hive-site.xml restricts yarn.arbiter.* and hides the credential."""
+    conn = connect(server)
+    cur = conn.cursor()
+    with pytest.raises(Exception, match=r"(?i)cannot modify yarn\.arbiter\.address"):
+        cur.execute("SET yarn.arbiter.address=127.0.0.1:1")
+    cur.execute("SET yarn.arbiter.service.token.file")
+    shown = " ".join(str(v) for r in cur.fetchall() for v in r)
+    conn.close()
+    assert "hidden" in shown and SERVICE_TOKEN not in shown
