@@ -239,3 +239,62 @@ def test_a_session_cannot_redirect_or_read_the_hooks_credential(server: HiveOnTe
     shown = " ".join(str(v) for r in cur.fetchall() for v in r)
     conn.close()
     assert "hidden" in shown and SERVICE_TOKEN not in shown
+
+
+def test_a_beeline_query_counts_while_it_runs(server: HiveOnTez, arbiter: RunningArbiter) -> None:
+    """Hive's own BeeLine, as an operator would run it."""
+    import subprocess
+
+    from hive_hooks.hive_engine import beeline_command
+
+    settle(arbiter)
+    url = f"{server.jdbc_url};auth=noSasl"
+    cmd = beeline_command(url, "-n", "bob", "--silent=true", "-e", SLOW.format(ms=3000))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        jobs = wait_for("the query registered", lambda: list(arbiter.core.queries.values()))
+        assert [j.user for j in jobs] == ["bob"] and jobs[0].via_service
+        _, err = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    settle(arbiter)
+
+
+def test_a_replanned_query_is_one_job_not_one_per_stage(
+    server: HiveOnTez, arbiter: RunningArbiter, tmp_path: Path
+) -> None:
+    """qoop-hive registers its query itself and tags its statements; the hooks do not count
+    its stages (each a Hive query with a Tez task) as more jobs. Its planning statistics
+    (a COUNT(*) job, before the query registers) count once, through the hooks."""
+    from hive_hooks.executor import QueryRunner
+    from hive_hooks.registry import CheckpointRegistry
+    from hive_hooks.share import ArbiterShare
+
+    settle(arbiter)
+    before = calls(arbiter)
+    logged = len(server.plan_log.read_text().splitlines())
+    seen: list[int] = []
+
+    def on_event(e: Any) -> None:
+        if e.kind == "start":
+            seen.append(len(arbiter.core.queries))
+
+    def conn() -> Any:
+        return hive.connect(host=HOST, port=server.port, auth="NOSASL", database="hooks")
+
+    reg = CheckpointRegistry(tmp_path / "registry.db")
+    sql = ("SELECT a.x, COUNT(*) FROM hooks.one a JOIN hooks.one b ON a.x = b.x "
+           "JOIN hooks.one c ON b.x = c.x GROUP BY a.x")  # fmt: skip
+    with QueryRunner(conn, registry=reg, checkpoint_db="ck_hooks", on_event=on_event,
+                     share=ArbiterShare(f"{HOST}:{arbiter.port}")) as runner:  # fmt: skip
+        res = runner.run(sql, query_id="replanned")
+    reg.close()
+    assert res.rows == [(1, 1)] and len(res.stages) > 1
+    assert seen and set(seen) == {1}  # only the qoop-hive query, at every stage
+    lines = [json.loads(x) for x in server.plan_log.read_text().splitlines()[logged:]]
+    stages = [x for x in lines if x["query"].startswith("CREATE TABLE ck_hooks.")]
+    assert len(stages) == len(res.stages) - 1 and all(x["job_id"] is None for x in stages)
+    counted = [x["query"] for x in lines if x["job_id"]]
+    assert all(q.startswith("SELECT COUNT(*)") for q in counted)  # planning statistics only
+    assert calls(arbiter)[0] == before[0] + 1 + len(counted)

@@ -61,7 +61,8 @@ public class ArbiterPlanHook implements ExecuteWithHookContext {
       }
       String queryId = ArbiterQueryHook.queryId(hc, conf);
       Registration reg = Registrations.get(queryId);
-      if (reg == null && lifetimeHookConfigured(conf) && ArbiterQueryHook.runsOnCluster(hc)) {
+      if (reg == null && lifetimeHookConfigured(conf) && ArbiterQueryHook.runsOnCluster(hc)
+          && !ArbiterQueryHook.registeredByClient(conf)) {
         reg = Registrations.ensure(s, queryId, ArbiterQueryHook.user(hc));
       }
       ShareUpdate share = null;

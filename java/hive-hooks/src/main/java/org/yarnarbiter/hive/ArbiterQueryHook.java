@@ -49,7 +49,7 @@ public class ArbiterQueryHook implements QueryLifeTimeHook {
         return;
       }
       HookContext hc = ctx.getHookContext();
-      if (!runsOnCluster(hc)) {
+      if (!runsOnCluster(hc) || registeredByClient(conf)) {
         return;
       }
       Registrations.ensure(s, queryId(hc, conf), user(hc));
@@ -86,6 +86,19 @@ public class ArbiterQueryHook implements QueryLifeTimeHook {
     }
     return !Utilities.getTezTasks(plan.getRootTasks()).isEmpty()
         || !Utilities.getMRTasks(plan.getRootTasks()).isEmpty();
+  }
+
+  /** The tag qoop-hive gives the statements of a query it registered itself (one job). */
+  static final String CLIENT_TAG = "yarn-arbiter-query:";
+
+  /**
+   * Whether the session says its client registered the query itself: qoop-hive runs a query
+   * as several statements (its stages) under {@code hive.query.tag=yarn-arbiter-query:<job>},
+   * the tag the arbiter's watcher also knows; each stage must not count as one more job.
+   */
+  static boolean registeredByClient(org.apache.hadoop.conf.Configuration conf) {
+    String tag = conf == null ? null : conf.get("hive.query.tag");
+    return tag != null && tag.toLowerCase(java.util.Locale.ROOT).contains(CLIENT_TAG);
   }
 
   /** Hive's query id: the plan's, else the query state's, else {@code hive.query.id}. */
