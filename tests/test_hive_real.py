@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -211,6 +212,35 @@ def test_beeline_runs_against_hive(server: HiveOnTez, connect: Callable[[], Any]
     bad = subprocess.run(beeline_command(url, "--silent=true", "-e", "SELEC 1"),
                          capture_output=True, text=True, timeout=180)  # fmt: skip
     assert bad.returncode != 0 and "ParseException" in bad.stdout + bad.stderr
+
+
+def test_qoop_hive_engine_start_hive(tmp_path: Path) -> None:
+    """``qoop-hive engine start --engine hive`` leaves a HiveServer2 running that qoop-hive
+    (and anything speaking HiveServer2's protocol) reaches by the URL it prints; status and
+    stop find it by its pid file."""
+    import io
+
+    from hive_hooks.cli import main
+
+    def run(*argv: str) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(argv), out=out, err=err)
+        return code, out.getvalue() + err.getvalue()
+
+    w = str(tmp_path / "engine")
+    code, text = run("engine", "start", "--engine", "hive", "--workdir", w, "--silent")
+    try:
+        assert code == 0, text
+        url = text.strip().splitlines()[-1]
+        assert url.startswith("jdbc:hive2://127.0.0.1:") and url.endswith(";auth=noSasl")
+        code, text = run("engine", "status", "--workdir", w)
+        assert code == 0 and text.startswith("running:"), text
+        code, text = run("-u", url, "--outputformat", "csv2", "-e", "SELECT version()")
+        assert code == 0 and "4.0.1" in text, text
+    finally:
+        code, text = run("engine", "stop", "--workdir", w)
+    assert code == 0 and "stopped" in text, text
+    assert run("engine", "status", "--workdir", w)[0] == 3
 
 
 def test_server_killed_mid_query_resumes_from_checkpoints(
