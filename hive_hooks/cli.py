@@ -1140,6 +1140,25 @@ def _engine_jars(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _beeline(argv: list[str], out: TextIO, err: TextIO) -> int:
+    """``qoop-hive beeline ARGS``: Hive's BeeLine (from the Hive jar cache) with ARGS, e.g.
+    ``-u 'jdbc:hive2://127.0.0.1:10001/default;auth=noSasl' -e 'SELECT 1'``; its exit status."""
+    from hive_hooks.hive_engine import beeline_command, ensure_hive_jars
+    from yarn_bridge.local_hadoop import HadoopError
+
+    try:
+        jars = ensure_hive_jars(progress=lambda m: print(m, file=err, flush=True))
+    except HadoopError as e:
+        raise CliError(str(e)) from e
+    cmd = beeline_command(None, *argv, jars=jars)
+    if out is sys.stdout and err is sys.stderr:  # a terminal user: BeeLine takes over
+        os.execv(cmd[0], cmd)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    out.write(proc.stdout)
+    err.write(proc.stderr)
+    return proc.returncode
+
+
 def _engine_status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from hive_hooks.engine import port_is_open
 
@@ -1264,8 +1283,11 @@ SET, USE, INSERT, ...) run directly, as in beeline."""
 
 _EPILOG = f"""\
 subcommands (the first word):
-  {PROG} engine start|stop|status [--workdir DIR] [--port P]
-        a local HiveServer2 (Spark Thrift Server) that outlives the command
+  {PROG} engine start|stop|status|jars [--engine spark|hive] [--workdir DIR] [--port P]
+        a local HiveServer2 (Spark Thrift Server, or Hive 4.0.1 on Tez) that outlives the
+        command
+  {PROG} beeline -u URL [BEELINE OPTIONS]
+        Hive's BeeLine from the Hive jars (plain SQL, no replanning)
   {PROG} load-tpch|load-tpcds --scale S -u URL [--database DB]
         generate TPC data with DuckDB and load it as Parquet tables
   ({PROG} engine --help, {PROG} load-tpch --help for their options)
@@ -1557,6 +1579,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None,
             action = {"start": _engine_start, "stop": _engine_stop, "status": _engine_status,
                       "jars": _engine_jars}  # fmt: skip
             return action[args.action](args, out, err)
+        if command == "beeline":
+            return _beeline(argv[1:], out, err)
         if command in ("load-tpch", "load-tpcds"):
             args = _parse(build_load_parser(command), argv[1:], out)
             args.command = command

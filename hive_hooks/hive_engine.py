@@ -280,15 +280,16 @@ def write_conf(
 
 
 def beeline_command(
-    url: str, *args: str, jars: Path | None = None, java: Path | None = None
+    url: str | None, *args: str, jars: Path | None = None, java: Path | None = None
 ) -> list[str]:
     """The command line of BeeLine (Hive 3.1.3's, the newest on Maven Central, over Hive
-    4.0.1's JDBC driver) for ``url``, e.g. ``beeline_command(url, "-e", "SELECT 1")``."""
+    4.0.1's JDBC driver) for ``url``, e.g. ``beeline_command(url, "-e", "SELECT 1")``
+    (``qoop-hive beeline -u URL ...`` runs it); ``url=None`` leaves ``-u`` to ``args``."""
     jars = jars or hive_jar_cache_dir()
     java = java or find_java()
     log4j = REPO / "java" / "hive-runtime" / "beeline-log4j2.properties"
     return [str(java), "-Xmx256m", *JAVA_OPENS, f"-Dlog4j.configurationFile={log4j}",
-            "-cp", f"{jars}/*", BEELINE_CLASS, "-u", url, *args]  # fmt: skip
+            "-cp", f"{jars}/*", BEELINE_CLASS, *(("-u", url) if url else ()), *args]  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

@@ -237,10 +237,14 @@ def test_qoop_hive_engine_start_hive(tmp_path: Path) -> None:
         assert code == 0 and text.startswith("running:"), text
         code, text = run("-u", url, "--outputformat", "csv2", "-e", "SELECT version()")
         assert code == 0 and "4.0.1" in text, text
+        code, text = run("beeline", "-u", url, "--outputformat=csv2", "-e", "SELECT 20 + 22")
+        assert code == 0 and "42" in text.split(), text
     finally:
         code, text = run("engine", "stop", "--workdir", w)
     assert code == 0 and "stopped" in text, text
     assert run("engine", "status", "--workdir", w)[0] == 3
+    code, text = run("beeline", "-u", url, "-e", "SELECT 1")  # the server is gone
+    assert code != 0 and "Could not open" in text, text
 
 
 def test_server_killed_mid_query_resumes_from_checkpoints(
