@@ -39,17 +39,23 @@ work dir with the metastore intact) is :class:`~hive_hooks.engine.LocalHiveServe
 from __future__ import annotations
 
 import argparse
-import hashlib
+import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
 from hive_hooks.engine import DEFAULT_START_TIMEOUT, HOST, LocalHiveServer, serve_foreground
-from yarn_bridge.local_hadoop import REPO, HadoopError, find_java, read_site, write_site
+from yarn_bridge.local_hadoop import (
+    REPO,
+    HadoopError,
+    fetch_jars,
+    find_java,
+    read_site,
+    write_site,
+)
 
 __all__ = [
     "HIVE_VERSION",
@@ -118,43 +124,18 @@ logger.exec.level = WARN
 
 def hive_jar_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Where the Hive jars live: ``$YARN_ARBITER_HIVE_JARS`` or ``~/.cache/yarn-arbiter/hive-V``."""
-    import os
-
     env = os.environ if environ is None else environ
     if env.get("YARN_ARBITER_HIVE_JARS"):
         return Path(env["YARN_ARBITER_HIVE_JARS"]).expanduser()
     return Path.home() / ".cache" / "yarn-arbiter" / f"hive-{HIVE_VERSION}"
 
 
-def _pom_hash() -> str:
-    return hashlib.sha256(HIVE_POM.read_bytes() + ",".join(EXCLUDED).encode()).hexdigest()[:16]
-
-
 def ensure_hive_jars(cache: Path | None = None, *, progress: Callable[[str], None] = print) -> Path:
-    """Fill the Hive jar cache from Maven Central (once per pom version) and return it; raises
-    :class:`~yarn_bridge.local_hadoop.HadoopError` with Maven's last lines when it cannot."""
-    cache = cache or hive_jar_cache_dir()
-    marker = cache / ".complete"
-    if marker.exists() and marker.read_text().strip() == _pom_hash():
-        return cache
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise HadoopError("Maven (mvn) is not installed: it fetches the Hive jars")
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".hive-jars-", dir=cache.parent))
-    progress(f"fetching Hive {HIVE_VERSION} and Tez {TEZ_VERSION} jars into {cache} (Maven) ...")
-    cmd = [mvn, "-B", "-q", "-f", str(HIVE_POM), "dependency:copy-dependencies",
-           f"-DoutputDirectory={tmp}", f"-DexcludeArtifactIds={','.join(EXCLUDED)}"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
-        raise HadoopError(f"Maven could not fetch the Hive jars ({' '.join(cmd)}):\n{tail}")
-    (tmp / ".complete").write_text(_pom_hash())
-    if cache.exists():
-        shutil.rmtree(cache)
-    tmp.rename(cache)
-    return cache
+    """The Hive jar cache (:func:`~yarn_bridge.local_hadoop.fetch_jars` of
+    ``java/hive-runtime/pom.xml``, without :data:`EXCLUDED`)."""
+    return fetch_jars(HIVE_POM, cache or hive_jar_cache_dir(),
+                      f"Hive {HIVE_VERSION} and Tez {TEZ_VERSION}", exclude=EXCLUDED,
+                      progress=progress)  # fmt: skip
 
 
 def build_hooks_jar(*, progress: Callable[[str], None] = lambda _m: None) -> Path:
@@ -353,8 +334,6 @@ class HiveOnTez(LocalHiveServer):
                 "-cp", ":".join(cp), HS2_CLASS]  # fmt: skip
 
     def environment(self) -> dict[str, str]:
-        import os
-
         env = dict(os.environ)
         for k in ("HADOOP_CONF_DIR", "HIVE_CONF_DIR", "SPARK_HOME"):
             env.pop(k, None)

@@ -70,6 +70,7 @@ __all__ = [
     "LocalHadoopSpec",
     "build_am_jar",
     "ensure_jars",
+    "fetch_jars",
     "find_java",
     "jar_cache_dir",
     "kill_orphan_containers",
@@ -157,40 +158,50 @@ def java_home(java: Path) -> Path:
     return java.resolve().parent.parent
 
 
-def _pom_hash() -> str:
-    return hashlib.sha256(RUNTIME_POM.read_bytes()).hexdigest()[:16]
-
-
-def ensure_jars(cache: Path | None = None, *, progress: Callable[[str], None] = print) -> Path:
-    """Fill the jar cache from Maven Central (once per pom version) and return it.
-
-    Raises :class:`HadoopError` when Maven is missing or cannot resolve the artifacts (the
-    message carries Maven's own last lines: an unreachable repository reads as such).
-    """
-    cache = cache or jar_cache_dir()
+def fetch_jars(
+    pom: Path,
+    cache: Path,
+    what: str,
+    *,
+    exclude: tuple[str, ...] = (),
+    progress: Callable[[str], None] = print,
+) -> Path:
+    """Copy the dependencies ``pom`` names from Maven Central into ``cache`` (once per pom
+    version, marked complete with the pom's hash) and return it. Raises :class:`HadoopError`
+    when Maven is missing or cannot resolve them, with Maven's own last lines (an unreachable
+    repository reads as such). ``exclude``: artifact ids left out of the cache."""
+    digest = hashlib.sha256(pom.read_bytes() + ",".join(exclude).encode()).hexdigest()[:16]
     marker = cache / ".complete"
-    if marker.exists() and marker.read_text().strip() == _pom_hash():
+    if marker.exists() and marker.read_text().strip() == digest:
         return cache
     mvn = shutil.which("mvn")
     if not mvn:
-        raise HadoopError("Maven (mvn) is not installed: it fetches the Hadoop jars (apt-get "
+        raise HadoopError(f"Maven (mvn) is not installed: it fetches the {what} jars (apt-get "
                           "install maven)")  # fmt: skip
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".jars-", dir=cache.parent))
-    progress(f"fetching Hadoop {HADOOP_VERSION} and ZooKeeper {ZOOKEEPER_VERSION} jars into "
-             f"{cache} (Maven) ...")  # fmt: skip
-    cmd = [mvn, "-B", "-q", "-f", str(RUNTIME_POM), "dependency:copy-dependencies",
+    progress(f"fetching {what} jars into {cache} (Maven) ...")
+    cmd = [mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
            f"-DoutputDirectory={tmp}"]  # fmt: skip
+    if exclude:
+        cmd.append(f"-DexcludeArtifactIds={','.join(exclude)}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
-        raise HadoopError(f"Maven could not fetch the Hadoop jars ({' '.join(cmd)}):\n{tail}")
-    (tmp / ".complete").write_text(_pom_hash())
+        raise HadoopError(f"Maven could not fetch the {what} jars ({' '.join(cmd)}):\n{tail}")
+    (tmp / ".complete").write_text(digest)
     if cache.exists():
         shutil.rmtree(cache)
     tmp.rename(cache)
     return cache
+
+
+def ensure_jars(cache: Path | None = None, *, progress: Callable[[str], None] = print) -> Path:
+    """The Hadoop and ZooKeeper jar cache (:func:`fetch_jars` of ``java/runtime/pom.xml``)."""
+    return fetch_jars(RUNTIME_POM, cache or jar_cache_dir(),
+                      f"Hadoop {HADOOP_VERSION} and ZooKeeper {ZOOKEEPER_VERSION}",
+                      progress=progress)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
