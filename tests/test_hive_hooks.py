@@ -131,7 +131,7 @@ def test_a_plain_query_counts_while_it_runs(server: HiveOnTez, arbiter: RunningA
 
 def test_two_queries_share_the_cluster(server: HiveOnTez, arbiter: RunningArbiter) -> None:
     settle(arbiter)
-    runs = [run_async(server, SLOW.format(ms=4000)) for _ in range(2)]
+    runs = [run_async(server, SLOW.format(ms=8000)) for _ in range(2)]
     wait_for("both queries registered", lambda: len(arbiter.core.queries) == 2)
     for _, t, out in runs:
         t.join(120)
