@@ -457,6 +457,16 @@ def _keyvalue(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return n
+
+
 def _hostport(text: str) -> str:
     host, colon, port = text.rpartition(":")
     if not colon or not host or not port.isdigit():
@@ -709,6 +719,7 @@ class _Replanner:
                 on_event=self.printer.event,
                 hysteresis=self.args.hysteresis,
                 share_enforcer=_make_enforcer(self.args),
+                max_concurrency=self.args.max_stages,
             )
         return self._runner
 
@@ -1379,6 +1390,14 @@ def build_parser() -> _Parser:
         default=0.15,
         metavar="H",
         help="switch plans only if the new one is estimated H faster (default 0.15 = 15%%)",
+    )
+    rep.add_argument(
+        "--max-stages",
+        type=_positive_int,
+        default=4,
+        metavar="N",
+        help="run at most N independent stages at once, within the share (default 4; 1 for "
+        "Hive with Tez in local mode, whose DAGs share one JVM)",
     )
     rep.add_argument(
         "--cluster-vcores",
