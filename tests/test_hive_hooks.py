@@ -287,6 +287,7 @@ def test_a_replanned_query_is_one_job_not_one_per_stage(
     sql = ("SELECT a.x, COUNT(*) FROM hooks.one a JOIN hooks.one b ON a.x = b.x "
            "JOIN hooks.one c ON b.x = c.x GROUP BY a.x")  # fmt: skip
     with QueryRunner(conn, registry=reg, checkpoint_db="ck_hooks", on_event=on_event,
+                     max_concurrency=1,  # Tez local: one DAG at a time (test_hive_real.py)
                      share=ArbiterShare(f"{HOST}:{arbiter.port}")) as runner:  # fmt: skip
         res = runner.run(sql, query_id="replanned")
     reg.close()
