@@ -80,13 +80,12 @@ import tempfile
 import threading
 import time
 import traceback
-from collections import Counter
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from arbiter.tables import format_table
+from hive_hooks.demo import canonical_rows as canon
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parent.parent
@@ -103,20 +102,6 @@ def log(msg: str) -> None:
 
 
 # ----------------------------------------------------------------------------- rows and stats
-
-
-def canon(rows: Sequence[Sequence[Any]]) -> Counter[tuple[Any, ...]]:
-    """Rows as a multiset, floats to 9 significant digits and decimals normalised (as
-    ``tests/hive_helpers.canon``)."""
-
-    def norm(v: Any) -> Any:
-        if isinstance(v, float):
-            return float(f"{v:.9g}")
-        if isinstance(v, Decimal):
-            return v.normalize()
-        return v
-
-    return Counter(tuple(norm(v) for v in r) for r in rows)
 
 
 def geomean(values: Sequence[float]) -> float | None:

@@ -27,6 +27,9 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -42,6 +45,26 @@ def _share(fraction: float) -> Any:
 
     v = fraction * CLUSTER_VCORES
     return Share(vcores=v, memory_mb=2048.0 * v)
+
+
+def canonical_rows(rows: Sequence[Sequence[Any]]) -> Counter[tuple[Any, ...]]:
+    """Rows as a multiset, floats to 9 significant digits and decimals normalised: what two
+    runs of one query (staged and direct, two plans) are compared by.
+
+    >>> from decimal import Decimal
+    >>> a, b = [(1.0000000001, Decimal("2.50"))], [(1.0, Decimal("2.5"))]
+    >>> canonical_rows(a) == canonical_rows(b)
+    True
+    """
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, float):
+            return float(f"{v:.9g}")
+        if isinstance(v, Decimal):
+            return v.normalize()
+        return v
+
+    return Counter(tuple(norm(v) for v in r) for r in rows)
 
 
 def _same_rows(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:

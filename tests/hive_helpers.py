@@ -3,13 +3,12 @@ Server in test_hive_exec.py, Hive on Tez in test_hive_real.py)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
-from decimal import Decimal
 from typing import Any
 
 from pyhive import hive
 
+from hive_hooks.demo import canonical_rows
 from hive_hooks.engine import HOST
 from hive_hooks.executor import StageEvent
 from hive_hooks.registry import show_tables
@@ -31,15 +30,7 @@ def run_direct(connect: Callable[[], Any], sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-def canon(rows: Sequence[Sequence[Any]]) -> Counter[tuple[Any, ...]]:
-    def norm(v: Any) -> Any:
-        if isinstance(v, float):
-            return float(f"{v:.9g}")
-        if isinstance(v, Decimal):
-            return v.normalize()
-        return v
-
-    return Counter(tuple(norm(v) for v in r) for r in rows)
+canon = canonical_rows  # one comparison for tests, demo and benchmarks
 
 
 def tables_of(connect: Callable[[], Any], db: str) -> set[str]:

@@ -272,18 +272,10 @@ public final class ArbiterClient {
     } catch (Throwable ignored) {
       // best effort at JVM exit
     }
-    ManagedChannel ch;
-    synchronized (LOCK) {
-      ch = channel;
-      channel = null;
-      channelKey = null;
-    }
-    if (ch != null) {
-      ch.shutdownNow();
-    }
+    reset();
   }
 
-  /** For the tests: close the channel so the next call builds a new one. */
+  /** Close the channel so the next call builds a new one (JVM exit, tests). */
   static void reset() {
     ManagedChannel ch;
     synchronized (LOCK) {
