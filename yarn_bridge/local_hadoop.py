@@ -673,6 +673,14 @@ class LocalHadoop:
         with open(log, "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env),
                                     stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        # Popen returns while execve may still be under way (an empty /proc/<pid>/cmdline):
+        # wait for the JVM's command line, so liveness checks never see a half-started daemon.
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(psutil.Error):
+                if main_class in psutil.Process(proc.pid).cmdline():
+                    break
+            time.sleep(0.005)
         return Daemon(name, main_class, proc.pid, str(conf), str(log), webapp, node_id)
 
     # -- queries -----------------------------------------------------------------------------
