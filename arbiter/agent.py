@@ -37,7 +37,13 @@ _SOURCES = {
     pb.LEASE_SOURCE_POLICY: "policy",
 }
 
-__all__ = ["Agent", "HeldLease", "agent_kwargs_from_env", "estimator_from_scheduler"]
+__all__ = [
+    "Agent",
+    "HeldLease",
+    "SchedulerEstimator",
+    "agent_kwargs_from_env",
+    "estimator_from_scheduler",
+]
 
 log = logging.getLogger("yarn_arbiter.agent")
 
@@ -50,22 +56,40 @@ def estimator_from_scheduler(
     elapsed: Callable[[], float],
     slowdown: SlowdownModel | None = None,
     performance_curve: bool = False,
-) -> RhoEstimator:
+    app_demand_max: int | None = None,
+) -> SchedulerEstimator:
     """ρ(G) of the app behind ``scheduler`` (Eq. 2, or the performance-curve variant)."""
-    model = slowdown or LocalityModel()
-    rho = rho_performance_curve if performance_curve else rho_successive_halving
+    return SchedulerEstimator(scheduler, t_id, job_demand_max, elapsed,
+                              slowdown or LocalityModel(), performance_curve,
+                              app_demand_max or job_demand_max)  # fmt: skip
 
-    def estimate(gpus: frozenset[str], placement: Placement) -> float:
-        return rho(
-            scheduler,
-            sorted(gpus),
-            elapsed=elapsed(),
-            slowdown=model.slowdown(placement),
-            demand_max=job_demand_max,
-            t_id=t_id,
-        )
 
-    return estimate
+@dataclass(frozen=True)
+class SchedulerEstimator:
+    """The ρ estimator :func:`estimator_from_scheduler` builds: call it with a GPU set and its
+    shape. ``rho_waiting(lease_s)`` is ρ_old for an app holding nothing (spec B.5 Gap 2, decided
+    as in :mod:`arbiter.policies.themis`): nothing for one more lease, then the ideal allocation
+    of ``app_demand_max`` GPUs; finite, where its true ρ with no GPUs is ∞."""
+
+    scheduler: AppScheduler
+    t_id: float
+    job_demand_max: int
+    elapsed: Callable[[], float]
+    slowdown: SlowdownModel
+    performance_curve: bool
+    app_demand_max: int
+
+    def _rho(self, gpus: Sequence[str], elapsed: float, slowdown: float) -> float:
+        rho = rho_performance_curve if self.performance_curve else rho_successive_halving
+        return rho(self.scheduler, gpus, elapsed=elapsed, slowdown=slowdown,
+                   demand_max=self.job_demand_max, t_id=self.t_id)  # fmt: skip
+
+    def __call__(self, gpus: frozenset[str], placement: Placement) -> float:
+        return self._rho(sorted(gpus), self.elapsed(), self.slowdown.slowdown(placement))
+
+    def rho_waiting(self, lease_s: float) -> float:
+        ideal = [f"ideal-{i}" for i in range(self.app_demand_max)]
+        return self._rho(ideal, self.elapsed() + lease_s, 1.0)
 
 
 @dataclass(frozen=True)
@@ -124,6 +148,7 @@ class Agent:
         self.on_allocation = on_allocation
         self.on_revocation = on_revocation
         self.heartbeat_seconds = heartbeat_seconds
+        self.lease_seconds = 600.0  # the arbiter's lease, learnt from its offers
         self.leases: dict[str, HeldLease] = {}
         self.history: list[HeldLease] = []  # every lease ever granted
         self.topology: dict[str, GPU] = {}
@@ -323,8 +348,16 @@ class Agent:
 
     def rho_now(self) -> float:
         held = self.held()
-        known = self._cluster(held)
-        return self.estimator(held, placement_of(known, held)) if held else math.inf
+        if not held:
+            return self._rho_waiting()
+        return self.estimator(held, placement_of(self._cluster(held), held))
+
+    def _rho_waiting(self) -> float:
+        """ρ_old while holding nothing: the estimator's ``rho_waiting`` for one more lease
+        (:class:`SchedulerEstimator`), else ∞ (an estimator without it: the auction's
+        lexicographic rule then applies)."""
+        waiting = getattr(self.estimator, "rho_waiting", None)
+        return waiting(self.lease_seconds) if waiting is not None else math.inf
 
     def _cluster(self, extra: frozenset[str]) -> Cluster:
         """The topology the Agent has seen in offers. A GPU it never saw offered (a leftover
@@ -339,13 +372,20 @@ class Agent:
         for g in offer.gpus:
             self.topology[g.id] = GPU(g.id, g.slot, g.machine, g.rack, g.gpu_type)
         self.last_round = max(self.last_round, offer.round)
+        if offer.lease_seconds > 0:
+            self.lease_seconds = offer.lease_seconds
         held = self.held()
         offered = frozenset(g.id for g in offer.gpus) - held
+        waiting = self._rho_waiting() if not held else math.inf
+
+        def priced(gpus: frozenset[str], placement: Placement) -> float:
+            return waiting if not gpus else self.estimator(gpus, placement)
+
         bid = generate_bid(
             self.app_id,
             self._cluster(held),
             offered,
-            self.estimator,
+            priced,
             demand_max=self.max_gpu_demand,
             held=held,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from test_service import ADMIN, CLUSTER, leases_of, wait_for  # type: ignore[import-not-found]
 
 from arbiter.agent import Agent, estimator_from_scheduler
@@ -108,3 +109,18 @@ def test_a_drain_cut_is_booked_and_the_remainder_renews(tmp_path: Path) -> None:
     finally:
         agent.stop()
         a.stop(0)
+
+
+def test_rho_waiting_is_finite_and_prices_one_more_lease() -> None:
+    """Gap 2 as decided: an app holding nothing bids a finite ρ_old, "nothing for one more
+    lease, then the ideal allocation", which grows with the lease and beats no real row."""
+    from arbiter.placement import placement_of
+
+    scheduler = SuccessiveHalving((8, 16, 36), (80.0, 100.0, 100.0, 120.0))
+    tid = t_id(scheduler.budget, CLUSTER.num_gpus, 8, 4.0)
+    est = estimator_from_scheduler(scheduler, t_id=tid, job_demand_max=8, elapsed=lambda: 100.0)
+    short, long = est.rho_waiting(60.0), est.rho_waiting(600.0)
+    assert 0 < short < long < float("inf")
+    assert long - short == pytest.approx(540.0 / tid)
+    gpus = frozenset(g.id for g in CLUSTER.gpus[:8])
+    assert est(gpus, placement_of(CLUSTER, gpus)) < long  # eight GPUs now beat waiting 10 min

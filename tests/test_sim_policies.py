@@ -251,14 +251,14 @@ def test_themis_two_apps_alternate_leases() -> None:
     """nodes:1:2, lease 10 s, fairness knob 0.8, a=(0,2,25) b=(0,2,25).
 
     Only one app fits at a time. With N=2 apps, max(1, ceil(0.2 N)) = 1 app bids per round: the
-    one with the highest waiting ρ = (elapsed + remaining / ideal rate) / T_id, where
-    T_id = work / ideal rate x max(1, gang N / C) = 25 x 2 = 50 for both; ties go to the app that
-    bid least recently, then to the id.
-    t=0:  a 25/50, b 25/50, tie, neither bid -> a wins [0,10).
-    t=10: a (10+15)/50 = .5, b (10+25)/50 = .7 -> b [10,20).
-    t=20: a (20+15)/50 = .7, b (20+15)/50 = .7, tie, a bid longer ago -> a [20,30).
-    t=30: a (30+5)/50 = .7, b (30+15)/50 = .9 -> b [30,40).
-    t=40: a .9, b .9, tie -> a; it finishes at 45 (10+10+5). b alone gets [45,55), done at 50.
+    one with the highest waiting ρ = (elapsed + lease + remaining / ideal rate) / T_id, where
+    T_id = T_cluster x N_avg = (2 x 25 GPU-s / 2 GPUs) x 2 = 50 for both; ties go to the app
+    that bid least recently, then to the id.
+    t=0:  a 35/50, b 35/50, tie, neither bid -> a wins [0,10).
+    t=10: a (10+10+15)/50 = .7, b (10+10+25)/50 = .9 -> b [10,20).
+    t=20: a (20+10+15)/50 = .9, b (20+10+15)/50 = .9, tie, a bid longer ago -> a [20,30).
+    t=30: a (30+10+5)/50 = .9, b (30+10+15)/50 = 1.1 -> b [30,40).
+    t=40: a 1.1, b 1.1, tie -> a; it finishes at 45 (10+10+5). b alone gets [45,55), done at 50.
     JCT a=45, b=50, each preempted twice.
     """
     res, log = run(
