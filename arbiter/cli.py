@@ -192,8 +192,10 @@ def _cmd_live_demo(args: argparse.Namespace) -> int:
         return run_yarn_demo(args.workdir, hive=not args.no_hive)
     from arbiter.live_demo import run_live_demo
 
-    if args.apps < 1 or args.seconds <= 0 or args.lease_seconds <= 0:
-        raise ValueError("--apps, --seconds and --lease-seconds must be positive")
+    if args.apps < 1:
+        raise ValueError("--apps must be >= 1")
+    if args.seconds <= 0 or args.lease_seconds <= 0:
+        raise ValueError("--seconds and --lease-seconds must be positive")
     run_live_demo(
         load_cluster(args.cluster),
         apps=args.apps,
@@ -204,6 +206,9 @@ def _cmd_live_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    for name in ("apps", "rounds"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1")
     if not 0.0 <= args.fairness_knob <= 1.0:
         raise ValueError(f"fairness knob f must be in [0, 1], got {args.fairness_knob}")
     if not args.lease_seconds > 0:
@@ -404,10 +409,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for name in ("apps", "rounds"):
-        if getattr(args, name, 1) < 1:
-            print(f"yarn-arbiter: --{name} must be >= 1", file=sys.stderr)
-            return 2
     from yarn_bridge.rm import RMError
 
     try:

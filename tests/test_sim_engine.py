@@ -225,7 +225,7 @@ def test_themis_invariants(seed: int) -> None:
     leases_ok = []
 
     def lease_check(snap: Snapshot, decision: Decision) -> None:
-        for lease_ in decision.policy_state.arbiter.leases:
+        for lease_ in decision.policy_state.book.leases:
             assert 0 < lease_.end - lease_.start <= lease + 1e-9
             assert lease_.end > snap.now
         if decision.wake_at is not None:

@@ -282,7 +282,7 @@ def test_themis_three_apps_structure() -> None:
     finish = {r.job_id: r.finish_s for r in res.jobs}
     assert all(f is not None for f in finish.values())
     for snap, d in log.decisions:
-        for lease_ in d.policy_state.arbiter.leases:
+        for lease_ in d.policy_state.book.leases:
             assert lease_.end - lease_.start <= lease + 1e-9
         assert d.wake_at is None or d.wake_at <= snap.now + lease + 1e-9
         # A decision happens only at a lease boundary (multiple of 10 here) or a completion.

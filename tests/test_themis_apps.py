@@ -12,8 +12,9 @@ import pytest
 from arbiter.cluster import shorthand_cluster
 from arbiter.policies import make_policy
 from arbiter.policies.base import JobView, Snapshot, check_decision
-from arbiter.policies.themis import Themis, app_remaining_time
+from arbiter.policies.themis import Themis
 from arbiter.rounds import LeaseSource
+from arbiter.sim.agents import SimulatedAgents, app_remaining_time
 from arbiter.sim.engine import simulate
 from arbiter.sim.perf import SimJob, SlowdownPerf
 
@@ -65,7 +66,7 @@ def _contested_round(rule: str):
     """nodes:1:2, f = 0: two apps of one 2-GPU job each bid for the two free GPUs."""
     c = shorthand_cluster("nodes:1:2")
     jobs = (view("x", "X", 2, 100.0), view("y", "Y", 2, 50.0))
-    policy = Themis(fairness_knob=0.0, lease_s=60.0, rho_old=rule)
+    policy = SimulatedAgents(Themis(fairness_knob=0.0, lease_s=60.0, rho_old=rule))
     snap = Snapshot(0.0, c, jobs)
     decision = policy.decide(snap)
     check_decision(snap, decision)
@@ -76,9 +77,9 @@ def test_finite_rho_old_keeps_the_hidden_payment_under_contention() -> None:
     """With ρ_old = ∞ (the lexicographic rule) the winner pays nothing: it holds its GPUs for
     the whole lease. With the finite "one more lease" ρ_old both bidders are in the market, the
     winner's hidden payment c < 1 cuts its lease short, and the rest goes to the other app."""
-    lex = _contested_round("infinite").policy_state.arbiter.leases
+    lex = _contested_round("infinite").policy_state.book.leases
     assert len(lex) == 1 and lex[0].end - lex[0].start == 60.0
-    finite = _contested_round("one-lease").policy_state.arbiter.leases
+    finite = _contested_round("one-lease").policy_state.book.leases
     won = [x for x in finite if x.source is not LeaseSource.LEFTOVER]
     assert len(won) == 1 and won[0].end - won[0].start < 60.0
     rest = [x for x in finite if x.source is LeaseSource.LEFTOVER]

@@ -2,9 +2,19 @@
 
 A policy is an object with a ``name``, a default ``round_s`` (None = decide on every arrival,
 completion and requested wake-up; a number = time-sliced rounds of that length, Gavel-style) and
-one pure method ``decide(snapshot) -> Decision``. Any state a policy carries between calls (the
-Themis lease book, for instance) travels in ``Snapshot.policy_state`` / ``Decision.policy_state``,
-never on the policy object, so one policy object can serve many simulations.
+one pure method ``decide(snapshot) -> Decision``. Any state a policy carries between calls (a
+pending call for bids, for instance) travels in ``Snapshot.policy_state`` /
+``Decision.policy_state``, never on the policy object, so one policy object can serve many
+simulations.
+
+**Two-phase policies** (``two_phase = True``: Themis) allocate leases to apps through Agents,
+with decide and bind as separate cycles. The driver owns the lease book and passes it in
+``Snapshot.book`` with what the Agents reported (``rho``, ``demand``); a decision may carry a
+:class:`CallForBids`; the driver collects the participants' bids and calls ``decide`` again
+with them in ``Snapshot.bids``; that decision's ``outcome`` (granted leases, hidden payments)
+is bound by the driver. The live arbiter talks to real Agents over gRPC; the simulator's
+:class:`arbiter.sim.agents.SimulatedAgents` answers for truthful simulated Agents. Both call the
+same ``decide``.
 
 ``Decision.allocation`` names every job that holds GPUs after the call and exactly which GPUs;
 a running job left out is preempted. A job runs only while it holds ``gang`` GPUs (gang
@@ -41,6 +51,7 @@ from arbiter.cluster import Cluster
 from arbiter.placement import placement_of
 
 __all__ = [
+    "CallForBids",
     "Decision",
     "FreePool",
     "JobView",
@@ -79,10 +90,26 @@ class JobView:
     # with now (None: not running, or a perf model that ignores CPU and memory).
     sensitivity: Any = None
     grant: tuple[float, float] | None = None
+    # GPU-seconds every job of this job's app has run so far, finished jobs included (apps of
+    # many jobs: arbiter.sim.apps); None where the driver does not track apps.
+    app_attained_gpu_s: float | None = None
 
     @property
     def running(self) -> bool:
         return len(self.held) >= self.gang
+
+
+@dataclass(frozen=True)
+class CallForBids:
+    """A two-phase policy's call: ``participants`` are asked to bid for ``gpus`` (leases of
+    ``lease_s``) in round ``round``; ``others`` are the apps with room left that do not bid
+    (candidates for leftover GPUs)."""
+
+    round: int
+    gpus: frozenset[str]
+    participants: tuple[str, ...]
+    others: tuple[str, ...]
+    lease_s: float
 
 
 @dataclass(frozen=True)
@@ -91,6 +118,15 @@ class Snapshot:
     cluster: Cluster
     jobs: tuple[JobView, ...]  # active jobs, in arrival order
     policy_state: Any = None
+    # Two-phase (bidding) policies, module docstring: the driver's lease book (an
+    # arbiter.rounds.ArbiterState), each app's reported ρ_current, the GPUs each app can use in
+    # all (absent: the sum of its jobs' gangs), the bids answering the pending call, and the
+    # GPUs the driver lets out (None: every free GPU; the live arbiter leaves drained ones out).
+    book: Any = None
+    rho: Mapping[str, float] = field(default_factory=dict)
+    demand: Mapping[str, int] = field(default_factory=dict)
+    bids: Mapping[str, Any] = field(default_factory=dict)
+    offerable: frozenset[str] | None = None
 
     @property
     def free(self) -> frozenset[str]:
@@ -105,6 +141,12 @@ class Decision:
     wake_at: float | None = None  # call me again at this time even if nothing happens
     # job -> (cpus, mem_gb) in total over its machines; absent = GPU-proportional (docstring)
     grants: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # Two-phase policies: a call for bids to send (the next decide gets the bids), or the
+    # auction that closed round ``closed_round`` (an arbiter.rounds.RoundOutcome; None when
+    # nobody bid) for the driver to bind to its lease book.
+    call: CallForBids | None = None
+    outcome: Any = None
+    closed_round: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allocation", MappingProxyType(dict(self.allocation)))
@@ -113,7 +155,9 @@ class Decision:
 
 class Policy(Protocol):
     """``preemptive`` (optional, default True): False promises the policy never takes GPUs
-    from a job, so a driver may skip calling it while no GPU is free."""
+    from a job, so a driver may skip calling it while no GPU is free. ``two_phase`` (optional,
+    default False): the policy allocates leases to apps by calling for bids (module docstring);
+    the simulator drives it through :class:`arbiter.sim.agents.SimulatedAgents`."""
 
     name: str
     round_s: float | None

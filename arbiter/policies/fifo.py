@@ -4,6 +4,11 @@ Jobs are considered in arrival order. With ``backfill`` (the default) a job that
 waits and later, smaller jobs may start in front of it (work conservation); without it the head
 of the queue blocks everyone behind it, as Gavel's ``fifo`` does. A started job keeps its GPUs
 until it finishes. Placement: :class:`~arbiter.policies.base.FreePool`.
+
+Apps (Themis §5 baselines rank apps): the snapshot's order is arrival, then app id, then job id
+(the simulator sorts so; the live arbiter has one job per app), and a hyper-parameter app
+submits all its jobs at once (:mod:`arbiter.sim.apps`), so FIFO serves apps first come, first
+served and the jobs of one app together, in job id order.
 """
 
 from __future__ import annotations

@@ -9,13 +9,18 @@ GPUs (no needless migration); the others are placed with
 :class:`~arbiter.policies.base.FreePool`; jobs not admitted are preempted. Over rounds this
 time-slices the cluster so that attained GPU time equalises: max-min fairness over GPU time.
 Tiresias's discretised queues and Gittins index are the ``tiresias`` policies.
+
+Apps (Themis §5 baselines rank apps, not jobs): the attained service that ranks a job is its
+*app's*, ``JobView.app_attained_gpu_s`` (GPU-seconds run by every job of the app, finished ones
+included), when the driver reports it; otherwise the job's own. Ties: arrival, app id, job id,
+so the jobs of one app stay together. For single-job apps this is the job-level order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arbiter.policies.base import Decision, Snapshot, admit_and_place
+from arbiter.policies.base import Decision, JobView, Snapshot, admit_and_place
 
 __all__ = ["Las"]
 
@@ -26,5 +31,10 @@ class Las:
     round_s: float | None = 360.0
 
     def decide(self, snapshot: Snapshot) -> Decision:
-        ranked = sorted(snapshot.jobs, key=lambda j: (j.attained_gpu_s, j.arrival_s, j.job_id))
+        ranked = sorted(snapshot.jobs, key=_rank)
         return Decision(admit_and_place(snapshot, ranked))
+
+
+def _rank(job: JobView) -> tuple[float, float, str, str]:
+    service = job.attained_gpu_s if job.app_attained_gpu_s is None else job.app_attained_gpu_s
+    return service, job.arrival_s, job.app_id, job.job_id

@@ -636,6 +636,10 @@ class _Synergy:
         if not 0.0 <= self.eps < 1.0:
             raise ValueError(f"eps must be in [0, 1), got {self.eps}")
         base = make_policy(self.order, **dict(self.order_knobs))
+        if getattr(base, "two_phase", False):  # Themis orders through its (simulated) Agents
+            from arbiter.sim.agents import SimulatedAgents
+
+            base = SimulatedAgents(base)
         object.__setattr__(self, "base", base)
         object.__setattr__(self, "order_knobs", MappingProxyType(dict(self.order_knobs)))
         if self.round_s is not None and math.isnan(self.round_s):

@@ -1,4 +1,8 @@
-"""``yarn-arbiter simulate`` and ``yarn-arbiter compare``."""
+"""``yarn-arbiter simulate`` and ``yarn-arbiter compare``.
+
+``--app-kind`` groups the trace's jobs into apps (:mod:`arbiter.sim.apps`, Themis's Workload 1
+and 2) after they are loaded and sampled; the table then adds ρ and completion time per app.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from arbiter.cluster import load_cluster
 from arbiter.config import parse_knobs
 from arbiter.policies import POLICIES
 from arbiter.rounds import DEFAULT_FAIRNESS_KNOB, DEFAULT_LEASE_SECONDS
+from arbiter.sim.apps import APP_KINDS, group_into_apps
 from arbiter.sim.metrics import plot_runs, write_csv, write_json
 from arbiter.sim.run import compare, load_jobs
 from arbiter.tables import format_table
@@ -25,6 +30,12 @@ traces: a path, or one under the shared data folder, e.g.
   tiresias/60_job.csv, synergy/static_100job_6_3_1100.0.csv
 clusters: a shipped spec (themis-testbed, themis-sim-256, ...), a YAML file,
   gavel:V:P:K (V v100, P p100, K k80, one GPU per server) or nodes:N:G (N machines x G GPUs)
+app kinds (--app-kind; ρ per app = app completion time / alone on a 1/N-apps share):
+  single              every trace job is its own app (the default)
+  hyperparameter      Themis Workload 1: consecutive arrivals grouped into apps of A-B jobs
+                      (--jobs-per-app), all submitted at the app's first arrival
+  successive-halving  Themis Workload 2: the same apps, jobs cut short as in asynchronous
+                      successive halving (halving factor 2: the best job runs its whole work)
 """
 
 
@@ -34,6 +45,17 @@ def _window(text: str) -> tuple[float, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected START:END in seconds, got {text!r}") from None
     return start, end
+
+
+def _jobs_per_app(text: str) -> tuple[int, int]:
+    low, sep, high = text.partition("-")
+    try:
+        pair = (int(low), int(high if sep else low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A-B (whole numbers), got {text!r}") from None
+    if not 1 <= pair[0] <= pair[1]:
+        raise argparse.ArgumentTypeError(f"expected A-B with 1 <= A <= B, got {text!r}")
+    return pair
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -67,6 +89,20 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="philly: sample jobs to this GPU-time / (window x cluster GPUs)",
     )
     p.add_argument("--max-jobs", type=int, help="keep only the first N jobs")
+    p.add_argument(
+        "--app-kind",
+        choices=APP_KINDS,
+        default="single",
+        help="group jobs into apps: single, hyperparameter (Workload 1) or successive-halving "
+        "(Workload 2); see below (default single)",
+    )
+    p.add_argument(
+        "--jobs-per-app",
+        type=_jobs_per_app,
+        default=(1, 15),
+        metavar="A-B",
+        help="jobs per app, uniform in A-B, for the grouped app kinds (default 1-15)",
+    )
     p.add_argument("--max-gpus", type=int, help="drop jobs asking for more GPUs than this")
     p.add_argument(
         "--max-duration", type=float, help="philly: drop jobs longer than this many seconds"
@@ -137,7 +173,8 @@ def _fmt(value, digits: int = 0) -> str:
     return str(value)
 
 
-def _table(summaries: list[dict]) -> str:
+def _table(summaries: list[dict], apps: bool = False) -> str:
+    """The headline metrics, one row per policy; ``apps``: ρ and ACT per app too."""
     headers = [
         "policy", "jobs", "avg JCT s", "p99 JCT s", "avg ρ", "max ρ", "GPU time h",
         "util", "placement", "makespan s", "wall s",
@@ -151,6 +188,11 @@ def _table(summaries: list[dict]) -> str:
         ]
         for s in summaries
     ]  # fmt: skip
+    if apps:
+        headers[6:6] = ["max ρ (app)", "avg ρ (app)", "avg ACT s"]
+        for row, s in zip(rows, summaries, strict=True):
+            row[6:6] = [_fmt(s["max_rho_app"], 2), _fmt(s["avg_rho_app"], 2),
+                        _fmt(s["avg_act_s"])]  # fmt: skip
     return format_table(headers, rows)
 
 
@@ -168,8 +210,11 @@ def _run(args, policies: list[str]) -> int:
     )  # fmt: skip
     if not jobs:
         raise ValueError("the trace (after window/sampling) has no jobs")
+    jobs = group_into_apps(jobs, args.app_kind, args.jobs_per_app, seed=args.seed)
+    grouped = args.app_kind != "single"
+    apps = f" in {len({j.app_id for j in jobs})} {args.app_kind} apps" if grouped else ""
     print(
-        f"{len(jobs)} jobs on {cluster.name} ({cluster.num_gpus} GPUs); "
+        f"{len(jobs)} jobs{apps} on {cluster.name} ({cluster.num_gpus} GPUs); "
         f"policies: {', '.join(policies)}",
         file=sys.stderr,
     )
@@ -191,13 +236,15 @@ def _run(args, policies: list[str]) -> int:
     if skipped:
         print(f"warning: {skipped} jobs need more GPUs than the cluster has; skipped",
               file=sys.stderr)  # fmt: skip
-    print(_table(summaries))
+    print(_table(summaries, apps=grouped))
     if args.json:
-        from arbiter.sim.metrics import job_rows
+        from arbiter.sim.metrics import app_rows, job_rows
 
         doc = summaries[0] if len(runs) == 1 else {"runs": summaries}
         if len(runs) == 1:
             doc = {**doc, "per_job": job_rows(runs[0].result)}
+            if grouped:
+                doc["per_app"] = app_rows(runs[0].result)
         print(f"wrote {write_json(args.json, doc)}", file=sys.stderr)
     if args.csv:
         for r in runs:

@@ -16,8 +16,9 @@ to its gang at ``perf.rate`` of that share (partial gangs), and busy and attaine
 count the GPUs it holds. A job whose perf model is rated per whole gang
 (:func:`~arbiter.policies.base.rated_per_gang`: Philly, Tiresias, Synergy and Gavel jobs have
 no throughput curve) still needs its whole gang under an elastic policy, so no trace gets a
-free speed-up from a share its data never measured. Ties are broken by arrival time then job
-id, and policies get a seed, so a run is deterministic.
+free speed-up from a share its data never measured. Ties are broken by arrival time, then app
+id (the jobs of an app that arrive together stay together; for single-job apps the app id is
+the job id), then job id, and policies get a seed, so a run is deterministic.
 
 CPU and memory (Synergy): a job whose perf model has ``rate_with`` (a
 :class:`~arbiter.sim.perf.ResourcePerfModel`) runs at ``rate_with(placement, cpus, mem_gb)``
@@ -34,6 +35,16 @@ sharing in which a job of gang g runs at ``iso_rate · min(1, C / (N(t)·g))``. 
 job's rate on 1/N of *every* GPU type: the mean of its best single-type rates weighted by how
 many GPUs of each type there are (types its gang does not fit on are left out). This makes ρ
 of every policy share one denominator that does not depend on the policy.
+
+:func:`isolated_app_run` is the same over *apps* (Themis measures ρ per app; apps come from
+:mod:`arbiter.sim.apps`): every active app gets 1/N_apps(t) of the cluster's GPUs, water-filled
+max-min over its active jobs with each job capped at its gang, and a job of gang g holding x
+GPUs runs at ``iso_rate · min(1, x / g)``. As in :func:`isolated_run`, a share an app cannot use
+(its jobs' gangs sum to less) idles rather than going to other apps, so a single-job app gets
+exactly its :func:`isolated_run` JCT.
+
+Apps in a run: a job's view carries ``app_attained_gpu_s``, the GPU-seconds every job of its app
+has run so far (finished jobs included), for policies that rank apps (``las``).
 """
 
 from __future__ import annotations
@@ -58,7 +69,14 @@ from arbiter.policies.base import (
 )
 from arbiter.sim.perf import SimJob
 
-__all__ = ["JobResult", "SimResult", "isolated_rate", "isolated_run", "simulate"]
+__all__ = [
+    "JobResult",
+    "SimResult",
+    "isolated_app_run",
+    "isolated_rate",
+    "isolated_run",
+    "simulate",
+]
 
 _DONE = 1e-9  # relative remaining work treated as finished (float rounding)
 
@@ -104,6 +122,7 @@ class SimResult:
     decisions: int = 0
     wall_s: float = 0.0
     skipped: list[str] = field(default_factory=list)  # gang > cluster, or no type runs it
+    isolated_act_s: dict[str, float] | None = None  # app -> ACT under isolated_app_run
 
 
 class _Run:
@@ -138,7 +157,7 @@ class _Run:
         self.version = 0
         self.run_s = 0.0
         self.score_w = 0.0  # ∫ rate/ideal dt over running time
-        self._cached: tuple[int, JobView] | None = None
+        self._cached: tuple[tuple[int, float | None], JobView] | None = None
 
     def settle(self, t: float) -> None:
         dt = t - self.since
@@ -152,9 +171,14 @@ class _Run:
                 self.score_w += self.place_rate / self.ideal * dt
         self.since = t
 
-    def view(self, t: float) -> JobView:
+    def attained_at(self, t: float) -> float:
+        """GPU-seconds run so far, the current stretch included."""
+        return self.attained + (len(self.held) * (t - self.since) if self.rate > 0 else 0.0)
+
+    def view(self, t: float, app_attained: float | None = None) -> JobView:
         running = self.rate > 0
-        if not running and self._cached is not None and self._cached[0] == self.version:
+        key = (self.version, app_attained)
+        if not running and self._cached is not None and self._cached[0] == key:
             return self._cached[1]  # a job that does not run does not change between decisions
         dt = t - self.since
         view = JobView(
@@ -164,7 +188,7 @@ class _Run:
             arrival_s=self.job.arrival_s,
             gang=self.job.gang,
             held=self.held,
-            attained_gpu_s=self.attained + (len(self.held) * dt if running else 0.0),
+            attained_gpu_s=self.attained_at(t),
             first_start_s=self.res.start_s,
             remaining_work=max(0.0, self.remaining - (self.rate * dt if running else 0.0)),
             work=self.job.work,
@@ -172,9 +196,10 @@ class _Run:
             ideal_rate=self.ideal,
             sensitivity=self.job.sensitivity,
             grant=self.grant if running else None,
+            app_attained_gpu_s=app_attained,
         )
         if not running:
-            self._cached = (self.version, view)
+            self._cached = (key, view)
         return view
 
 
@@ -204,10 +229,14 @@ def simulate(
     against a policy that never lets jobs finish.
     """
     started = time.perf_counter()
+    if getattr(policy, "two_phase", False):  # Themis: simulated Agents answer its calls
+        from arbiter.sim.agents import SimulatedAgents
+
+        policy = SimulatedAgents(policy)
     rnd = policy.round_s if round_s is None else (round_s or None)
     if rnd is not None and not (rnd > 0 and math.isfinite(rnd)):
         raise ValueError(f"round_s must be positive, got {rnd}")
-    order = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
+    order = sorted(jobs, key=lambda j: (j.arrival_s, j.app_id, j.job_id))
     if len({j.job_id for j in order}) != len(order):
         raise ValueError("job ids must be unique")
     fits = [j for j in order if j.gang <= cluster.num_gpus]
@@ -220,6 +249,7 @@ def simulate(
     out = SimResult(policy.name, cluster.name, cluster.num_gpus, results, skipped=skipped)
 
     active: dict[str, _Run] = {}  # insertion order = arrival order
+    app_done: dict[str, float] = {}  # app -> GPU-seconds its finished jobs ran
     owner: dict[str, str] = {}
     heap: list[tuple[float, int, str, str, int]] = []  # (t, seq, kind, job_id, version)
     seq = 0
@@ -274,6 +304,7 @@ def simulate(
             run.remaining = 0.0
             run.res.finish_s = t
             run.res.placement_score = run.score_w / max(run.run_s, 1e-12)
+            app_done[run.job.app_id] = app_done.get(run.job.app_id, 0.0) + run.attained
             for g in run.held:
                 del owner[g]
             busy -= len(run.held)
@@ -289,7 +320,7 @@ def simulate(
         if decide and not preemptive and len(owner) == cluster.num_gpus and not woken:
             decide = False  # a non-preemptive policy can change nothing on a full cluster
         if decide and active:
-            snap = Snapshot(t, cluster, tuple(r.view(t) for r in active.values()), state)
+            snap = Snapshot(t, cluster, _views(active, app_done, t), state)
             decision = policy.decide(snap)
             out.decisions += 1
             if max_decisions is not None and out.decisions > max_decisions:
@@ -312,6 +343,15 @@ def simulate(
         bar.close()
     out.wall_s = time.perf_counter() - started
     return out
+
+
+def _views(active: dict[str, _Run], app_done: dict[str, float], t: float) -> tuple[JobView, ...]:
+    """Views of the active jobs, each with its app's attained service (finished jobs too)."""
+    app_total = {}
+    for run in active.values():
+        app = run.job.app_id
+        app_total[app] = app_total.get(app, app_done.get(app, 0.0)) + run.attained_at(t)
+    return tuple(r.view(t, app_total[r.job.app_id]) for r in active.values())
 
 
 def _grant(decision: Decision, cluster: Cluster, run: _Run, gpus) -> tuple[float, float] | None:
@@ -465,3 +505,95 @@ def isolated_run(jobs: Sequence[SimJob], cluster: Cluster) -> dict[str, float]:
             jct[job_id] = t - arrival[job_id]
             n_active -= 1
     return jct
+
+
+def _water_fill(share: float, gangs: dict[int, int]) -> dict[int, float]:
+    """GPUs per job of each gang when ``share`` GPUs are split max-min over jobs capped at
+    their gangs (``gangs``: gang -> active jobs of that gang)."""
+    out: dict[int, float] = {}
+    left, n = share, sum(gangs.values())
+    ordered = sorted(gangs)
+    for i, g in enumerate(ordered):
+        level = left / n
+        if g > level:  # this gang and every larger one get the level
+            out.update((h, level) for h in ordered[i:])
+            break
+        out[g] = float(g)
+        left -= g * gangs[g]
+        n -= gangs[g]
+    return out
+
+
+def isolated_app_run(jobs: Sequence[SimJob], cluster: Cluster) -> dict[str, float]:
+    """ACT (last job finish − app arrival) of every app under the isolated policy over apps
+    (module docstring): apps with no runnable job (gang > cluster, no GPU type runs it) are left
+    out, and so are such jobs of other apps, as in :func:`isolated_run`.
+
+    A fluid simulation with a virtual clock per (app, gang): the jobs of one gang in one app all
+    run at the same speed, so each group keeps a heap of finish points on its own clock and an
+    event costs O(groups + log n).
+    """
+    c = cluster.num_gpus
+    order = sorted((j for j in jobs if j.gang <= c), key=lambda j: (j.arrival_s, j.job_id))
+    rate_cache: dict[tuple[int, int], float] = {}
+    clocks: dict[tuple[str, int], float] = {}  # (app, gang) -> seconds of full-speed running
+    heaps: dict[tuple[str, int], list[tuple[float, str]]] = {}
+    counts: dict[str, dict[int, int]] = {}  # active app -> gang -> active jobs
+    speeds: dict[tuple[str, int], float] = {}
+    first: dict[str, float] = {}  # app -> arrival (its first runnable job's)
+    last: dict[str, float] = {}  # app -> latest finish
+    t, k = 0.0, 0
+
+    def refresh() -> None:  # every group's speed for the current set of active apps
+        speeds.clear()
+        if counts:
+            share = c / len(counts)
+            for app, gangs in counts.items():
+                for g, x in _water_fill(share, gangs).items():
+                    speeds[(app, g)] = min(1.0, x / g)
+
+    while k < len(order) or counts:
+        t_done, key_done = math.inf, None
+        for key, h in heaps.items():
+            cand = t + (h[0][0] - clocks[key]) / speeds[key]
+            if cand < t_done:
+                t_done, key_done = cand, key
+        t_arr = order[k].arrival_s if k < len(order) else math.inf
+        t_next = min(t_done, t_arr)
+        for key in clocks:
+            clocks[key] += (t_next - t) * speeds[key]
+        t = t_next
+        if t_arr <= t_done:
+            while k < len(order) and order[k].arrival_s <= t:
+                j = order[k]
+                k += 1
+                rk = (id(j.perf), j.gang)
+                if rk not in rate_cache:
+                    rate_cache[rk] = isolated_rate(cluster, j)
+                if not rate_cache[rk] > 0:
+                    continue  # no GPU type runs this job: left out, as the simulator skips it
+                key = (j.app_id, j.gang)
+                clocks.setdefault(key, 0.0)
+                heapq.heappush(
+                    heaps.setdefault(key, []), (clocks[key] + j.work / rate_cache[rk], j.job_id)
+                )
+                gangs = counts.setdefault(j.app_id, {})
+                gangs[j.gang] = gangs.get(j.gang, 0) + 1
+                first.setdefault(j.app_id, j.arrival_s)
+        else:
+            app, g = key_done
+            heap = heaps[key_done]
+            target, _ = heapq.heappop(heap)
+            if heap:
+                clocks[key_done] = max(clocks[key_done], target)
+            else:  # the group is gone; a later job of it starts a fresh clock
+                del heaps[key_done], clocks[key_done]
+            gangs = counts[app]
+            gangs[g] -= 1
+            if not gangs[g]:
+                del gangs[g]
+                if not gangs:
+                    del counts[app]
+            last[app] = t
+        refresh()
+    return {app: last[app] - first[app] for app in first}

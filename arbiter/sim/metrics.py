@@ -3,7 +3,13 @@ spec B.11): JCT and its percentiles, queueing delay, finish-time fairness ρ, GP
 placement score, makespan and utilization; JSON, CSV and matplotlib figures.
 
 * ρ of a job = its JCT in the run / its JCT in the isolated run (:func:`isolated_run`), the same
-  denominator for every policy. Apps are the trace's jobs (each trace job is one app).
+  denominator for every policy.
+* Apps (Themis's unit of fairness; :mod:`arbiter.sim.apps` groups trace jobs into apps, by
+  default each job is its own app): ACT = last finish − first arrival over the app's jobs, and
+  ρ_app = ACT / ACT under :func:`~arbiter.sim.engine.isolated_app_run`. An app with a job that
+  did not finish has no ACT: it is left out of the app metrics and counted in ``apps`` but not
+  in ``apps_finished``, as unfinished jobs are in ``jobs`` / ``finished``. Jobs the simulator
+  skipped (gang larger than the cluster) are not part of their app.
 * GPU time = GPU-seconds held, running or not (containers hoarded under ``yarn-cs`` count);
   utilization = GPU-seconds *running* / (GPUs × makespan).
 * Placement score = time-weighted rate / rate on the best placement of an empty cluster, so
@@ -17,11 +23,22 @@ import csv
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from arbiter.sim.engine import SimResult
 
-__all__ = ["percentile", "plot_runs", "summarize", "write_csv", "write_json"]
+__all__ = [
+    "AppResult",
+    "app_results",
+    "app_rows",
+    "attach_isolated",
+    "percentile",
+    "plot_runs",
+    "summarize",
+    "write_csv",
+    "write_json",
+]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -33,13 +50,68 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(k, len(ordered) - 1)]
 
 
-def attach_isolated(result: SimResult, isolated: Mapping[str, float]) -> None:
+def attach_isolated(
+    result: SimResult,
+    isolated: Mapping[str, float],
+    isolated_apps: Mapping[str, float] | None = None,
+) -> None:
+    """Attach the ρ denominators: per job (:func:`isolated_run`) and, if given, per app
+    (:func:`~arbiter.sim.engine.isolated_app_run`)."""
     for job in result.jobs:
         job.isolated_jct_s = isolated.get(job.job_id)
+    if isolated_apps is not None:
+        result.isolated_act_s = dict(isolated_apps)
+
+
+@dataclass(frozen=True)
+class AppResult:
+    """One app of a run: its jobs' first arrival and last finish (None: a job unfinished)."""
+
+    app_id: str
+    jobs: int
+    arrival_s: float
+    finish_s: float | None
+    isolated_act_s: float | None = None
+
+    @property
+    def act_s(self) -> float | None:
+        return None if self.finish_s is None else self.finish_s - self.arrival_s
+
+    @property
+    def rho(self) -> float | None:
+        if self.act_s is None or not self.isolated_act_s:
+            return None
+        return self.act_s / self.isolated_act_s
+
+
+def app_results(result: SimResult) -> list[AppResult]:
+    """The run's apps, in order of first arrival (then app id)."""
+    by_app: dict[str, list] = {}
+    for job in result.jobs:
+        by_app.setdefault(job.app_id, []).append(job)
+    iso = result.isolated_act_s or {}
+    out = []
+    for app_id, jobs in by_app.items():
+        unfinished = any(j.finish_s is None for j in jobs)
+        out.append(
+            AppResult(
+                app_id,
+                len(jobs),
+                min(j.arrival_s for j in jobs),
+                None if unfinished else max(j.finish_s for j in jobs),
+                iso.get(app_id),
+            )
+        )
+    return sorted(out, key=lambda a: (a.arrival_s, a.app_id))
+
+
+def app_rows(result: SimResult) -> list[dict]:
+    """One JSON-ready row per app (ACT and ρ_app included)."""
+    return [{**asdict(a), "act_s": a.act_s, "rho": a.rho} for a in app_results(result)]
 
 
 def summarize(result: SimResult) -> dict:
-    """Per-run numbers (JSON-ready). Call :func:`attach_isolated` first for ρ."""
+    """Per-run numbers (JSON-ready). Call :func:`attach_isolated` first for ρ (and ρ_app)."""
     done = [j for j in result.jobs if j.finish_s is not None]
     jcts = [j.jct_s for j in done]
     rhos = [j.rho for j in done if j.rho is not None]
@@ -49,6 +121,9 @@ def summarize(result: SimResult) -> dict:
     busy = sum(j.busy_gpu_s for j in result.jobs)
     running_time = [j.busy_gpu_s / j.gang for j in done]
     score_w = sum(j.placement_score * t for j, t in zip(done, running_time, strict=True))
+    apps = app_results(result)
+    acts = [a.act_s for a in apps if a.act_s is not None]
+    app_rhos = [a.rho for a in apps if a.rho is not None]
     return {
         "policy": result.policy,
         "cluster": result.cluster,
@@ -66,6 +141,11 @@ def summarize(result: SimResult) -> dict:
         "p99_rho": percentile(rhos, 99),
         "max_rho": max(rhos) if rhos else math.nan,
         "frac_rho_le_1": sum(r <= 1.0 + 1e-9 for r in rhos) / len(rhos) if rhos else math.nan,
+        "apps": len(apps),
+        "apps_finished": len(acts),
+        "avg_act_s": sum(acts) / len(acts) if acts else math.nan,
+        "avg_rho_app": sum(app_rhos) / len(app_rhos) if app_rhos else math.nan,
+        "max_rho_app": max(app_rhos) if app_rhos else math.nan,
         "makespan_s": makespan,
         "gpu_time_s": sum(j.gpu_time_s for j in result.jobs),
         "busy_gpu_time_s": busy,

@@ -3,6 +3,9 @@
 ``resolve_trace`` accepts a path, or a path relative to the shared data folder (e.g.
 ``gavel/max_min_fairness.trace``), so users can name the shipped traces. ``detect_format``
 recognises each format by extension or header when ``--format`` is left out.
+
+ρ has two denominators, both computed once per comparison and shared by every policy: per job
+(:func:`isolated_run`) and per app (:func:`isolated_app_run`, see :func:`app_denominator`).
 """
 
 from __future__ import annotations
@@ -14,12 +17,20 @@ from pathlib import Path
 from arbiter.cluster import Cluster
 from arbiter.datasets import data_root
 from arbiter.policies import make_policy
-from arbiter.sim.engine import SimResult, isolated_run, simulate
+from arbiter.sim.engine import SimResult, isolated_app_run, isolated_run, simulate
 from arbiter.sim.metrics import attach_isolated, summarize
 from arbiter.sim.perf import SimJob, sim_jobs
 from arbiter.traces import FORMATS, TraceError, read_trace
 
-__all__ = ["Run", "compare", "detect_format", "load_jobs", "resolve_trace", "run_policy"]
+__all__ = [
+    "Run",
+    "app_denominator",
+    "compare",
+    "detect_format",
+    "load_jobs",
+    "resolve_trace",
+    "run_policy",
+]
 
 _HEADERS = {
     "timestamp,duration,num_gpus": "philly",
@@ -107,6 +118,21 @@ def load_jobs(
     )
 
 
+def app_denominator(
+    jobs: Sequence[SimJob], cluster: Cluster, isolated: dict[str, float] | None = None
+) -> dict[str, float]:
+    """App -> ACT under :func:`isolated_app_run`. When every app is a single job that is its
+    :func:`isolated_run` JCT, taken from ``isolated`` when given (the cheap per-gang clocks)."""
+    per_app: dict[str, int] = {}
+    for j in jobs:
+        per_app[j.app_id] = per_app.get(j.app_id, 0) + 1
+    if all(n == 1 for n in per_app.values()):
+        if isolated is None:
+            isolated = isolated_run(jobs, cluster)
+        return {j.app_id: isolated[j.job_id] for j in jobs if j.job_id in isolated}
+    return isolated_app_run(jobs, cluster)
+
+
 @dataclass
 class Run:
     result: SimResult
@@ -119,14 +145,18 @@ def run_policy(
     policy: str,
     *,
     isolated: dict[str, float] | None = None,
+    isolated_apps: dict[str, float] | None = None,
     round_s: float | None = None,
     seed: int = 0,
     progress: bool = False,
     **knobs,
 ) -> Run:
-    """Simulate one policy (``isolated`` included) and summarise it with ρ."""
+    """Simulate one policy (``isolated`` included) and summarise it with ρ and ρ_app
+    (denominators computed here unless given)."""
     if isolated is None:
         isolated = isolated_run(jobs, cluster)
+    if isolated_apps is None:
+        isolated_apps = app_denominator(jobs, cluster, isolated)
     if policy == "isolated":
         result = _isolated_result(jobs, cluster, isolated)
     else:
@@ -135,7 +165,7 @@ def run_policy(
         result = simulate(
             jobs, cluster, make_policy(policy, **knobs), round_s=round_s, progress=progress
         )
-    attach_isolated(result, isolated)
+    attach_isolated(result, isolated, isolated_apps)
     return Run(result, summarize(result))
 
 
@@ -143,7 +173,7 @@ def _isolated_result(jobs, cluster, isolated) -> SimResult:
     from arbiter.sim.engine import JobResult
 
     rows = []
-    for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
+    for j in sorted(jobs, key=lambda j: (j.arrival_s, j.app_id, j.job_id)):
         if j.job_id in isolated:
             r = JobResult(j.job_id, j.app_id, j.queue, j.model, j.gang, j.arrival_s)
             r.start_s, r.finish_s = j.arrival_s, j.arrival_s + isolated[j.job_id]
@@ -162,15 +192,16 @@ def compare(
     progress: bool = False,
     knobs: dict | None = None,
 ) -> list[Run]:
-    """Every policy on the same jobs, one shared isolated denominator."""
+    """Every policy on the same jobs, one shared isolated denominator (per job and per app)."""
     isolated = isolated_run(jobs, cluster)
+    isolated_apps = app_denominator(jobs, cluster, isolated)
     runs = []
     for name in policies:
         kn = dict((knobs or {}).get(name, {}))
         runs.append(
             run_policy(
-                jobs, cluster, name, isolated=isolated, round_s=round_s, seed=seed,
-                progress=progress, **kn,
+                jobs, cluster, name, isolated=isolated, isolated_apps=isolated_apps,
+                round_s=round_s, seed=seed, progress=progress, **kn,
             )
         )  # fmt: skip
     return runs
