@@ -1,15 +1,21 @@
 """The arbiter's stateful shell: apps, sessions, rounds, leases, shares (Themis §4.3).
 
 :class:`ArbiterCore` owns the mutable state of a running arbiter and drives the two-phase,
-five-step protocol of Themis's semi-optimistic architecture (T:1058-1070, spec B.7):
+five-step protocol of Themis's semi-optimistic architecture (T:1058-1070, spec B.7) for a
+two-phase policy (:class:`arbiter.policies.themis.Themis`, the same object and ``decide`` the
+simulator runs):
 
 1. visibility: each round the core takes ρ_current of every connected app (its latest
    ``RhoReport``, else what its last bid table implies, else ∞ when it holds nothing);
-2. the worst (1 - f) of them receive the same non-binding **offer** of the free GPUs;
+2. the policy calls the worst (1 - f) of them; each receives the same non-binding **offer** of
+   the free GPUs;
 3. each answers with one **bid** before the deadline (late or missing bids drop out);
-4. allocation: the pure mechanism (:func:`arbiter.rounds.run_round`) decides winners,
-   hidden payments and leftover; the result is committed to the journal in one transaction;
+4. allocation: the policy's auction step (PA auction, hidden payments, leftover) decides on a
+   snapshot outside the lock; the result is committed to the journal in one transaction;
 5. each Agent is told its leases (``Allocation``), auction and leftover alike.
+
+Every other policy is one-phase: its decision becomes leases through
+:mod:`arbiter.live_policy`.
 
 It also expires leases, revokes the leases of Agents silent past the heartbeat timeout,
 drains machines with a grace period, and computes QOOP's 1-over-n share for Hive queries.
@@ -35,7 +41,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Protocol
 
-from arbiter.auction import Bid, Rounding
+from arbiter.auction import Bid
 from arbiter.cluster import Cluster
 from arbiter.config import Config
 from arbiter.decider import Decider, decide_inline
@@ -48,14 +54,13 @@ from arbiter.journal import (
     token_matches,
 )
 from arbiter.live_policy import plan_leases
-from arbiter.policies.base import JobView, check_decision
+from arbiter.policies.base import Decision, JobView, check_decision
 from arbiter.policies.base import Snapshot as PolicySnapshot
 from arbiter.rounds import (
     ArbiterState,
     Lease,
     check_invariants,
     expire_leases,
-    filter_participants,
     free_gpus,
     offer_due,
     rho_after_grant,
@@ -700,9 +705,11 @@ class ArbiterCore:
     def tick(self) -> None:
         """One step of the scheduler loop (call it every few tens of milliseconds).
 
-        The auction itself runs outside the lock on a snapshot (the decision cycle), so RPCs
-        are not held up by a long solve; its leases are then applied only if every GPU it
-        grants is still free (the binding cycle), else the round is dropped and re-offered.
+        A two-phase policy (Themis) first calls for bids (under the lock: filtering only);
+        when every participant answered or the deadline passed, its auction step runs outside
+        the lock on a snapshot (the decision cycle), so RPCs are not held up by a long solve;
+        its leases are then bound only if every GPU it grants is still free (the binding
+        cycle), else the round is dropped and the GPUs are offered again.
         """
         with self._lock:
             now = self.clock()
@@ -711,57 +718,57 @@ class ArbiterCore:
                 self._commit(state)
                 self._mark_freed(now)
             self._drop_silent_agents(now)
-            if self.config["arbiter.policy"] != "themis":
+            policy = self._current_policy()
+            if not getattr(policy, "two_phase", False):
                 self.pending = None
                 self._policy_round(now)
                 return
             if self.pending is None:
-                self._maybe_open_round(now)
+                self._call_for_bids(policy, now)
                 return
             p = self.pending
             if now < p.deadline and set(p.bids) != set(p.participants):
                 return
             self.pending = None
             self.first_freed_at = None
-            decision = self._prepare_round(p, now)
-        if decision is None:
-            return
+            snapshot = self._bidding_snapshot(now, p.bids)
         try:
-            outcome, bids = self.decider(*decision)
+            decision = self.decider(policy, snapshot)
         except Exception:
             log.exception("round %d could not be decided; its GPUs are offered again", p.round)
             with self._lock:
+                self.policy_state = None
                 self._mark_freed(self.clock())
             return
         with self._lock:
-            self._bind(p, outcome, bids)
+            self._bind(p, decision)
 
-    def _prepare_round(self, p: PendingRound, now: float):
-        bidders = tuple(a for a in p.participants if a in p.bids)
-        offered = p.offered & self._offerable(now)  # leases may have changed meanwhile
-        bids = [Bid(a, {k: v for k, v in p.bids[a].rows.items() if k <= offered}) for a in bidders]
-        if not offered or not bidders:
+    def _bidding_snapshot(self, now: float,
+                          bids: Mapping[str, Bid] | None = None) -> PolicySnapshot:  # fmt: skip
+        """What a two-phase policy sees: the connected apps with their ρ_current (reported, or
+        from their kept bid tables) and max demand, the lease book, the GPUs that may be
+        offered (drained machines left out) and the bids answering the open call."""
+        holdings = self.holdings(now)
+        none: frozenset[str] = frozenset()
+        members = sorted(a for a in self.sessions if a in self.apps)
+        jobs = tuple(self._job_view(a, now, holdings.get(a, none)) for a in members)
+        book = replace(self.state, last_bids=MappingProxyType({}))  # the policy keeps its own
+        return PolicySnapshot(
+            now, self.cluster, jobs, self.policy_state, book=book,
+            rho={a: self.rho_current(a, now, holdings.get(a, none)) for a in members},
+            demand={a: self.apps[a].max_gpu_demand for a in members},
+            bids=dict(bids or {}), offerable=self._offerable(now),
+        )  # fmt: skip
+
+    def _bind(self, p: PendingRound, decision: Decision) -> None:
+        self.policy_state = decision.policy_state
+        outcome = decision.outcome
+        if outcome is None:
             # Nobody answered: count the round, so that the next offer uses a fresh number.
-            self._commit(replace(self.state, round=p.round))
-            return None
-        room = dict(self._eligible(now))
-        kwargs = {
-            "offered": offered,
-            "bids": bids,
-            "participants": bidders,
-            "non_participants": [a for a in p.others if a in room],
-            "now": now,
-            "seed": p.round,
-            "lease_seconds": self.config["arbiter.lease.seconds"],
-            "rounding": Rounding(self.config["arbiter.auction.rounding"]),
-            "room": room,
-            "payment_gap": self.config["arbiter.auction.payment-gap"],
-            "time_budget": self.config["arbiter.auction.time-budget.seconds"] or None,
-        }
-        return self.state, kwargs
-
-    def _bind(self, p: PendingRound, outcome, bids: list[Bid]) -> None:
+            self._commit(replace(self.state, round=max(self.state.round, p.round)))
+            return
         granted = outcome.granted
+        bids = [p.bids[a] for a in outcome.participants]
         last_bids = dict(self.state.last_bids)
         last_bids.update((b.app_id, b) for b in bids)
         state = replace(
@@ -817,44 +824,57 @@ class ArbiterCore:
         }
         return {a: r for a, r in room.items() if r > 0}
 
-    def _maybe_open_round(self, now: float) -> None:
+    def _call_for_bids(self, policy, now: float) -> None:
+        """Step 1-2 of the protocol: when GPUs pooled past the batch window can be offered and
+        some app has room, the policy picks the participants; each is sent the offer."""
         offered = self._offerable(now)
-        if not offered:
-            return
-        holdings = self.holdings(now)
-        eligible = self._eligible(now, holdings)
-        if not eligible:
+        if not offered or not self._eligible(now):
             return
         window = self.config["arbiter.offer.batch-window.seconds"]
         if self.first_freed_at is None:
             self.first_freed_at = now
         if not offer_due(self.first_freed_at, now, window):
             return
-        none: frozenset[str] = frozenset()
-        rho = {a: self.rho_current(a, now, holdings.get(a, none)) for a in eligible}
-        participants = filter_participants(rho, self.config["arbiter.themis.fairness-knob"])
+        try:
+            decision = policy.decide(self._bidding_snapshot(now))
+        except Exception:
+            log.exception("policy %s could not call for bids; nothing changed", policy.name)
+            return
+        self.policy_state = decision.policy_state
+        call = decision.call
+        if call is None:
+            return
         deadline = now + self.config["arbiter.bid.deadline.seconds"]
-        self.pending = PendingRound(
-            self.state.round + 1,
-            offered,
-            participants,
-            tuple(a for a in eligible if a not in participants),
-            deadline,
-        )
-        offer = Offer(self.state.round + 1, offered, self.config["arbiter.lease.seconds"], deadline)
-        for a in participants:
+        self.pending = PendingRound(call.round, call.gpus, call.participants, call.others,
+                                    deadline)  # fmt: skip
+        offer = Offer(call.round, call.gpus, call.lease_s, deadline)
+        for a in call.participants:
             self._send(a, offer)
 
     # ------------------------------------------------------------------ other policies
 
     def _current_policy(self):
+        """The configured policy, rebuilt when its name or knobs change (Themis also takes
+        its knobs from the arbiter's own settings: f, lease, rounding, payment gap, budget)."""
         from arbiter.config import parse_knobs
         from arbiter.policies import make_policy
 
-        key = (self.config["arbiter.policy"], self.config["arbiter.policy.knobs"])
+        name = self.config["arbiter.policy"]
+        knobs = parse_knobs(self.config["arbiter.policy.knobs"])
+        if name == "themis":
+            knobs = {
+                **knobs,
+                "fairness_knob": self.config["arbiter.themis.fairness-knob"],
+                "lease_s": self.config["arbiter.lease.seconds"],
+                "rounding": self.config["arbiter.auction.rounding"],
+                "payment_gap": self.config["arbiter.auction.payment-gap"],
+                "time_budget": self.config["arbiter.auction.time-budget.seconds"] or None,
+            }
+        key = (name, repr(sorted(knobs.items())))
         if key != self._policy_key:
-            self._policy = make_policy(key[0], **parse_knobs(key[1]))
+            self._policy = make_policy(name, **knobs)
             self._policy_key, self.policy_state = key, None
+            self.pending = None
             self._policy_due = 0.0
         return self._policy
 

@@ -2,65 +2,67 @@
 
 Themis's arbiter separates the *decision* cycle (solving the partial-allocation auction) from
 the *binding* cycle (granting leases) so that a long solve never holds up the protocol
-(T:1058-1070). :class:`arbiter.core.ArbiterCore` already solves outside its lock; but a solve is
+(T:1058-1070). :class:`arbiter.core.ArbiterCore` already decides outside its lock (the auction
+step of the two-phase policy, ``policy.decide(snapshot)`` with the bids in; the policy and the
+snapshot are plain immutable data); but a solve is
 CPU-bound Python and HiGHS work that keeps the GIL, so in one process it still starves the gRPC
 event loop: with 1,000 Agents a round of ~200 bidders (n + 1 MILPs for the hidden payments)
 pushed heartbeat p99 to 300-800 ms and no round finished in 8 s.
 
-:class:`ProcessDecider` (the default of ``yarn-arbiter serve``) runs each round's pure
-mechanism (:func:`arbiter.rounds.run_round`) in one worker process, started with ``spawn`` (the
-parent has gRPC threads, so ``fork`` is unsafe) and niced, so that RPCs keep priority on a busy
-machine. Only plain data crosses the boundary (GPU set, leases, round counter, round arguments);
-the outcome comes back and is bound by the core as before, so a worker crash loses only that
-round: the worker is restarted and the round is solved in-thread instead. :func:`decide_inline`
-is the in-thread decider (tests with an injected clock, tools).
+:class:`ProcessDecider` (the default of ``yarn-arbiter serve``) runs each such decision in one
+worker process, started with ``spawn`` (the parent has gRPC threads, so ``fork`` is unsafe) and
+niced, so that RPCs keep priority on a busy machine. Only plain data crosses the boundary (the
+policy object, the snapshot); the decision comes back and is bound by the core as before, so a
+worker crash loses only that round: the worker is restarted and the round is decided in-thread
+instead. :func:`decide_inline` is the in-thread decider (tests with an injected clock, tools).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import logging
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
-from arbiter.auction import Bid
-from arbiter.rounds import ArbiterState, Lease, RoundOutcome, run_round
+from arbiter.policies.base import Decision, Policy, Snapshot
 
 __all__ = ["Decider", "ProcessDecider", "decide_inline"]
 
 log = logging.getLogger("yarn_arbiter.decider")
 
-Decider = Callable[[ArbiterState, dict], tuple[RoundOutcome, list[Bid]]]
+Decider = Callable[[Policy, Snapshot], Decision]
 
 
-def decide_inline(state: ArbiterState, kwargs: dict) -> tuple[RoundOutcome, list[Bid]]:
-    """Solve one round in the calling thread."""
-    _, outcome = run_round(state, **kwargs)
-    return outcome, kwargs["bids"]
+def _proxy(d: Mapping) -> MappingProxyType:
+    return MappingProxyType(dict(d))
 
 
-def _solve(gpus: frozenset[str], leases: tuple[Lease, ...], rnd: int, kwargs: dict) -> RoundOutcome:
-    """The worker's entry point: rebuild the state (its bid memory is not needed) and solve."""
-    _, outcome = run_round(ArbiterState(gpus, leases, rnd), **kwargs)
-    return outcome
+# Read-only mappings (lease books, bids, decisions) cross the process boundary as dicts.
+copyreg.pickle(MappingProxyType, lambda m: (_proxy, (dict(m),)))
+
+
+def decide_inline(policy: Policy, snapshot: Snapshot) -> Decision:
+    """Decide in the calling thread."""
+    return policy.decide(snapshot)
 
 
 def _worker_main(conn, niceness: int) -> None:
-    """The worker process: solve rounds sent over ``conn`` until it closes (the parent exited,
-    even by SIGKILL: the pipe then reads EOF)."""
+    """The worker process: decide what is sent over ``conn`` until it closes (the parent
+    exited, even by SIGKILL: the pipe then reads EOF)."""
     with contextlib.suppress(OSError):  # not permitted: run at normal priority
         os.nice(niceness)
     conn.send(("ready", os.getpid()))
     while True:
         try:
-            gpus, leases, rnd, kwargs = conn.recv()
+            policy, snapshot = conn.recv()
         except (EOFError, OSError, KeyboardInterrupt):
             return
         try:
-            _, outcome = run_round(ArbiterState(gpus, leases, rnd), **kwargs)
-            reply = ("ok", outcome)
+            reply = ("ok", policy.decide(snapshot))
         except Exception as exc:  # a bad round: the parent raises it as the inline call would
             reply = ("error", exc)
         conn.send(reply)
@@ -106,12 +108,12 @@ class ProcessDecider:
                 proc.kill()
                 proc.join(2.0)
 
-    def __call__(self, state: ArbiterState, kwargs: dict) -> tuple[RoundOutcome, list[Bid]]:
+    def __call__(self, policy: Policy, snapshot: Snapshot) -> Decision:
         with self._lock:
             if self._conn is None:
-                return decide_inline(state, kwargs)
+                return decide_inline(policy, snapshot)
             try:
-                self._conn.send((state.gpus, state.leases, state.round, kwargs))
+                self._conn.send((policy, snapshot))
                 kind, value = self._conn.recv()
             except (EOFError, OSError, BrokenPipeError):
                 if self._closed:
@@ -123,10 +125,10 @@ class ProcessDecider:
                     self._start()
                 except Exception:  # no worker: every round is solved in-thread from now on
                     log.exception("auction worker could not be restarted")
-                return decide_inline(state, kwargs)
+                return decide_inline(policy, snapshot)
         if kind == "error":
             raise value
-        return value, kwargs["bids"]
+        return value
 
     def close(self) -> None:
         """Stop the worker at once (a solve in progress is abandoned: its round is lost, the

@@ -59,6 +59,7 @@ __all__ = [
     "rho_single_job",
     "rho_successive_halving",
     "t_id",
+    "t_id_share",
 ]
 
 
@@ -112,19 +113,44 @@ def finish_time_fairness(t_sh: float, t_id_: float) -> float:
     return t_sh / t_id_
 
 
-def t_id(serial_work: float, cluster_gpus: int, demand_max: int, n_avg: float) -> float:
-    """T_id = T_cluster * N_avg with T_cluster = serial_work / min(R_C, demand_max).
-
-    ``serial_work`` is iter_total * iter_time_serial (Eq. 1) or the budget B (Eq. 2), in
-    GPU-seconds; ``n_avg`` counts the app itself, so it is >= 1.
-    """
+def _check_t_id_args(serial_work: float, cluster_gpus: int, demand_max: int,
+                     n_avg: float) -> None:  # fmt: skip
     if cluster_gpus < 1 or demand_max < 1:
         raise ValueError(f"cluster_gpus and demand_max must be >= 1 ({cluster_gpus}, {demand_max})")
     if not (n_avg >= 1 and math.isfinite(n_avg)):
         raise ValueError(f"N_avg counts the app itself and must be >= 1, got {n_avg}")
     if not (serial_work > 0 and math.isfinite(serial_work)):
         raise ValueError(f"serial work must be positive and finite, got {serial_work}")
+
+
+def t_id(serial_work: float, cluster_gpus: int, demand_max: int, n_avg: float) -> float:
+    """T_id = T_cluster * N_avg with T_cluster = serial_work / min(R_C, demand_max).
+
+    ``serial_work`` is iter_total * iter_time_serial (Eq. 1) or the budget B (Eq. 2), in
+    GPU-seconds; ``n_avg`` counts the app itself, so it is >= 1.
+    """
+    _check_t_id_args(serial_work, cluster_gpus, demand_max, n_avg)
     return serial_work / min(cluster_gpus, demand_max) * n_avg
+
+
+def t_id_share(serial_work: float, cluster_gpus: int, demand_max: int, n_avg: float) -> float:
+    """T_id as the app's time alone on a 1/N_avg share of the cluster, its share capped at what
+    it can use: serial_work / min(demand_max, R_C / N_avg).
+
+    Equal to :func:`t_id` (serial_work·N_avg / R_C) for an app that can use the whole cluster
+    (demand_max >= R_C), smaller for the others: the paper's product T_cluster · N_avg slows an
+    app N_avg-fold even when its 1/N_avg share covers its demand; it makes a 1-GPU job on 64
+    GPUs among 30 apps 30 times slower than alone, although its share (2.1 GPUs) runs it at full
+    speed. This is the share the simulator measures ρ against
+    (:func:`arbiter.sim.engine.isolated_run`), so the simulated Agent bids with it.
+
+    >>> t_id_share(100.0, 64, 1, 30.0), t_id(100.0, 64, 1, 30.0)
+    (100.0, 3000.0)
+    >>> t_id_share(100.0, 64, 64, 4.0) == t_id(100.0, 64, 64, 4.0)
+    True
+    """
+    _check_t_id_args(serial_work, cluster_gpus, demand_max, n_avg)
+    return serial_work / min(demand_max, cluster_gpus / n_avg)
 
 
 def iter_time(iter_time_serial: float, slowdown: float, gpus: int, demand_max: int) -> float:

@@ -11,37 +11,40 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import pytest
 
-from arbiter.auction import Bid, Rounding
+from arbiter.auction import Bid
+from arbiter.cluster import shorthand_cluster
 from arbiter.decider import ProcessDecider, decide_inline
+from arbiter.policies.base import CallForBids, Snapshot
+from arbiter.policies.themis import Themis, ThemisState
 from arbiter.rounds import ArbiterState
 
+CLUSTER = shorthand_cluster("nodes:1:8")
 
-def _round(seed: int) -> tuple[ArbiterState, dict]:
+
+def _round(seed: int, **knobs) -> tuple[Themis, Snapshot]:
+    """Themis's auction step with random bids for every GPU of one machine."""
     rng = random.Random(seed)
-    gpus = frozenset(f"g{i}" for i in range(8))
-    apps = [f"app{i}" for i in range(rng.randint(2, 6))]
-    bids = []
+    gpus = CLUSTER.gpu_ids
+    apps = tuple(f"app{i}" for i in range(rng.randint(2, 6)))
+    bids = {}
     for a in apps:
         rows = {frozenset(): rng.uniform(2, 8)}
         for _ in range(3):
             n = rng.randint(1, 4)
             rows[frozenset(rng.sample(sorted(gpus), n))] = rng.uniform(0.5, 2) / n
-        bids.append(Bid(a, rows))
-    kwargs = {
-        "offered": gpus,
-        "bids": bids,
-        "participants": apps,
-        "non_participants": [],
-        "now": 100.0,
-        "seed": seed,
-        "lease_seconds": 30.0,
-        "rounding": Rounding.LEASE_TIME,
-        "room": dict.fromkeys(apps, 4),
-    }
-    return ArbiterState(gpus), kwargs
+        bids[a] = Bid(a, rows)
+    call = CallForBids(1, gpus, apps, (), 30.0)
+    snapshot = Snapshot(100.0, CLUSTER, (), ThemisState(call), book=ArbiterState(gpus),
+                        demand=dict.fromkeys(apps, 4), bids=bids)  # fmt: skip
+    return Themis(lease_s=30.0, seed=seed, **knobs), snapshot
+
+
+def _granted(decision):
+    return decision.outcome.granted
 
 
 @pytest.fixture(scope="module")
@@ -54,35 +57,35 @@ def decider():
 def test_worker_gives_the_inline_outcome(decider: ProcessDecider) -> None:
     assert decider.worker_pid not in (None, os.getpid())
     for seed in range(10):
-        state, kwargs = _round(seed)
-        remote, bids = decider(state, kwargs)
-        local, _ = decide_inline(state, kwargs)
-        assert bids is kwargs["bids"]
-        assert remote.granted == local.granted
-        assert remote.result.c == pytest.approx(local.result.c)
+        policy, snapshot = _round(seed)
+        remote = decider(policy, snapshot)
+        local = decide_inline(policy, snapshot)
+        assert remote.outcome.granted == local.outcome.granted
+        assert remote.outcome.result.c == pytest.approx(local.outcome.result.c)
+        assert remote.policy_state == local.policy_state  # read-only mappings survive the trip
 
 
 def test_a_bad_round_raises_like_inline(decider: ProcessDecider) -> None:
-    state, kwargs = _round(1)
-    kwargs["lease_seconds"] = -1.0
-    with pytest.raises(ValueError, match="lease_seconds"):
-        decide_inline(state, kwargs)
-    with pytest.raises(ValueError, match="lease_seconds"):
-        decider(state, kwargs)
-    state, kwargs = _round(2)  # the worker is still there
-    assert decider(state, kwargs)[0].granted == decide_inline(state, kwargs)[0].granted
+    policy, snapshot = _round(1)
+    policy = replace(policy, payment_gap=0.5)  # outside [0, 0.1]: the auction refuses it
+    with pytest.raises(ValueError, match="payment_gap"):
+        decide_inline(policy, snapshot)
+    with pytest.raises(ValueError, match="payment_gap"):
+        decider(policy, snapshot)
+    policy, snapshot = _round(2)  # the worker is still there
+    assert _granted(decider(policy, snapshot)) == _granted(decide_inline(policy, snapshot))
 
 
 def test_dead_worker_is_restarted(decider: ProcessDecider) -> None:
     old = decider.worker_pid
     os.kill(old, signal.SIGKILL)
     time.sleep(0.2)
-    state, kwargs = _round(3)
-    outcome, _ = decider(state, kwargs)  # solved in-thread while the worker restarts
-    assert outcome.granted == decide_inline(state, kwargs)[0].granted
+    policy, snapshot = _round(3)
+    decision = decider(policy, snapshot)  # solved in-thread while the worker restarts
+    assert _granted(decision) == _granted(decide_inline(policy, snapshot))
     assert decider.restarts == 1 and decider.worker_pid not in (None, old)
-    state, kwargs = _round(4)
-    assert decider(state, kwargs)[0].granted == decide_inline(state, kwargs)[0].granted
+    policy, snapshot = _round(4)
+    assert _granted(decider(policy, snapshot)) == _granted(decide_inline(policy, snapshot))
 
 
 def test_closed_decider_solves_inline() -> None:
@@ -94,8 +97,8 @@ def test_closed_decider_solves_inline() -> None:
         for _ in range(50):
             os.kill(pid, 0)
             time.sleep(0.1)
-    state, kwargs = _round(5)
-    assert d(state, kwargs)[0].granted == decide_inline(state, kwargs)[0].granted
+    policy, snapshot = _round(5)
+    assert _granted(d(policy, snapshot)) == _granted(decide_inline(policy, snapshot))
 
 
 def test_worker_exits_when_the_arbiter_is_killed(tmp_path) -> None:
@@ -135,7 +138,8 @@ def test_worker_exits_when_the_arbiter_is_killed(tmp_path) -> None:
 
 def test_core_passes_the_auction_knobs_to_the_decider(tmp_path) -> None:
     """``arbiter.auction.payment-gap`` and ``arbiter.auction.time-budget.seconds`` reach every
-    round's solve (0 = no budget), and an admin change applies to the next round."""
+    round's auction (the policy's knobs; 0 = no budget), and an admin change applies to the
+    next round."""
     from arbiter.cluster import load_cluster
     from arbiter.config import load_config
     from arbiter.core import ArbiterCore, Offer
@@ -144,9 +148,9 @@ def test_core_passes_the_auction_knobs_to_the_decider(tmp_path) -> None:
     t = [100.0]
     seen: list[dict] = []
 
-    def recording(state, kwargs):
-        seen.append(kwargs)
-        return decide_inline(state, kwargs)
+    def recording(policy, snapshot):
+        seen.append({"payment_gap": policy.payment_gap, "time_budget": policy.time_budget})
+        return decide_inline(policy, snapshot)
 
     env = {
         "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0",

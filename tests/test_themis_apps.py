@@ -101,3 +101,14 @@ def test_every_rule_finishes_a_mixed_workload(rule: str, filter_over: str) -> No
     policy = make_policy("themis", lease_s=30.0, rho_old=rule, filter_over=filter_over)
     res = simulate(trace, shorthand_cluster("nodes:2:2"), policy)
     assert all(r.finish_s is not None for r in res.jobs)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from arbiter import fairness
+    from arbiter.sim import agents
+
+    for module in (agents, fairness):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

@@ -15,10 +15,17 @@ What a simulated Agent knows and does (decided here; spec B.3-B.5):
   first, list-scheduled onto the GPUs of ``G`` (each job takes the ``gang`` GPUs that free up
   first and runs at its rate on the densest ``gang`` GPUs of ``G``, which prices placement); a
   job whose gang ``G`` cannot hold makes ``T_rem`` infinite (:func:`app_remaining_time`).
-* **T_id** = T_cluster · N_avg (:func:`arbiter.fairness.t_id`): T_cluster is the app's serial
-  work ``B`` (GPU-seconds at each job's ideal rate, finished jobs included) over
-  min(R_C, app demand), the app demand being the GPUs all its jobs need at once, and N_avg the
-  time-averaged number of active apps since the app arrived, the app included.
+* **T_id** = B / min(app demand, R_C / N_avg) (:func:`arbiter.fairness.t_id_share`): the app
+  alone on a 1/N_avg share of the cluster, capped at what it can use. B is the app's serial work
+  (GPU-seconds at each job's ideal rate, finished jobs included), the app demand the GPUs all
+  its jobs need at once, N_avg the time-averaged number of active apps since the app arrived,
+  the app included. This equals the paper's T_cluster · N_avg (:func:`arbiter.fairness.t_id`)
+  for apps that can use their share, and it is the share the simulator measures ρ against
+  (:func:`arbiter.sim.engine.isolated_run`). The paper's product is not used for small apps: it
+  makes a 1-GPU job among 30 apps on 64 GPUs 30 times slower than alone, so such a job reports
+  ρ ≈ 0.1 while it waits and is never filtered in: measured on Philly days 40-40.5 as
+  hyper-parameter apps (f = 0.8), max ρ_app 6.04 with the product against 4.33 with the share
+  (LAS: 4.60); the worst app was one 1-GPU job, done 11,823 s after arrival for 1,957 s of work.
 * **ρ_old** (the empty row) and the ρ_current it reports: ρ(held) when finite; an app holding
   nothing (or too little to run any job) reports "nothing for one more lease, then the ideal
   allocation", (elapsed + lease + T_rem(ideal)) / T_id, as the live Agent does
@@ -50,7 +57,7 @@ from typing import Any
 from arbiter.auction import Bid
 from arbiter.bids import generate_bid
 from arbiter.cluster import Cluster
-from arbiter.fairness import t_id
+from arbiter.fairness import t_id_share
 from arbiter.placement import Placement, placement_of
 from arbiter.policies.base import Decision, FreePool, JobView, Snapshot, ideal_rate
 from arbiter.rounds import ArbiterState, LeaseSource, expire_leases, free_gpus
@@ -313,7 +320,7 @@ def _apps(st: AgentsState, snapshot: Snapshot) -> dict[str, _App]:
         rec = st.apps[a]
         span = now - rec.arrival_s
         n_avg = (st.n_integral - rec.n_integral_at_arrival) / span if span > 0 else st.last_n
-        tid = t_id(max(rec.serial_work, 1e-9), cluster.num_gpus, max(1, rec.demand_max),
+        tid = t_id_share(max(rec.serial_work, 1e-9), cluster.num_gpus, max(1, rec.demand_max),
                    max(1.0, n_avg))  # fmt: skip
         out[a] = _App(a, tuple(jobs), tid, max(0.0, span))
     return out
