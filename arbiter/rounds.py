@@ -18,7 +18,8 @@ Decisions (spec B.6/B.7 [ASSUMPTION]s, documented and tested):
 * **Batching.** Leases expire one by one, so GPUs freed within ``batch_window`` seconds
   (default 2 s) of the first one are offered together (:func:`offer_due`).
 * **Filtering.** participants = max(1, ⌈(1 − f)·N⌉) apps with the *largest* ρ_current
-  (ties: app id), f = 0.8 by default (T:1232). f = 1 lets exactly one app bid (T:1302).
+  (ties: app id), f = 0.9 by default (the paper's 0.8, T:1232, is one setting away; see
+  ``DEFAULT_FAIRNESS_KNOB``). f = 1 lets exactly one app bid (T:1302).
 * **Gap 1 in time.** Under lease-time rounding app i holds G_i,pf for c_i·lease; each GPU's
   remaining (1 − c_i)·lease is leftover and is leased to its leftover recipient from
   ``now + c_i·lease`` to the end of the lease, so no GPU ever sits in two live leases.
@@ -65,7 +66,11 @@ __all__ = [
 ]
 
 DEFAULT_LEASE_SECONDS = 600.0
-DEFAULT_FAIRNESS_KNOB = 0.8
+# The paper chose f = 0.8 (T:1232); on our Philly replays f = 0.9 is better on every workload
+# tried (max ρ over apps 2.16 against 4.33 at f = 0.8, one-job apps 2.17 against 4.13, same
+# average completion time: benchmarks/repro_themis_apps.py, README "Themis, as the paper
+# measures it"), so it is the default; 0.8 is one setting away.
+DEFAULT_FAIRNESS_KNOB = 0.9
 DEFAULT_BATCH_WINDOW = 2.0
 
 

@@ -95,9 +95,9 @@ def test_state_apps_leases_set_and_drain(
         assert sorted(g for lease in leases for g in lease["gpu_ids"]) == sorted(s.gpus)
         assert {lease["source"] for lease in leases} == {"LEASE_SOURCE_POLICY"}
 
-        assert main(admin(arb, token, "set", "arbiter.themis.fairness-knob", "0.9")) == 0
-        assert capsys.readouterr().out.strip() == "arbiter.themis.fairness-knob: 0.8 -> 0.9"
-        assert arb.core.config["arbiter.themis.fairness-knob"] == 0.9
+        assert main(admin(arb, token, "set", "arbiter.themis.fairness-knob", "0.7")) == 0
+        assert capsys.readouterr().out.strip() == "arbiter.themis.fairness-knob: 0.9 -> 0.7"
+        assert arb.core.config["arbiter.themis.fairness-knob"] == 0.7
 
         assert main(admin(arb, token, "drain", machine, "--grace", "0")) == 0
         out = capsys.readouterr().out

@@ -165,8 +165,10 @@ def test_health_and_reflection(arbiter: RunningArbiter) -> None:
 
 
 def test_whole_rounds_give_disjoint_leases(tmp_path: Path) -> None:
-    # A 1.5 s batching window lets all six Agents connect before the first offer.
-    arbiter = start(tmp_path, ARBITER_OFFER_BATCH_WINDOW_SECONDS="1.5")
+    # A 1.5 s batching window lets all six Agents connect before the first offer; at the
+    # paper's f = 0.8 two of the six bid.
+    arbiter = start(tmp_path, ARBITER_OFFER_BATCH_WINDOW_SECONDS="1.5",
+                    ARBITER_THEMIS_FAIRNESS_KNOB="0.8")  # fmt: skip
     agents = [Agent(arbiter, d) for d in (2, 4, 8, 8, 16, 32)]
     try:
         wait_for(lambda: all(a.of_kind("allocation") for a in agents[:2]))
@@ -348,7 +350,7 @@ def test_admin_knobs_and_drain(arbiter: RunningArbiter) -> None:
     r = admin.SetKnob(
         pb.SetKnobRequest(key="arbiter.themis.fairness-knob", value="0.5"), metadata=admin_md()
     )
-    assert r.previous_value == "0.8"
+    assert r.previous_value == "0.9"
     with pytest.raises(grpc.RpcError) as err:
         admin.SetKnob(
             pb.SetKnobRequest(key="arbiter.themis.fairness-knob", value="2"), metadata=admin_md()
