@@ -332,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--fairness-knob",
         type=float,
         default=DEFAULT_FAIRNESS_KNOB,
-        help=f"f: the (1 - f) apps with the worst rho bid each round (default {DEFAULT_FAIRNESS_KNOB})",
+        help=f"f: the (1 - f) apps with the worst rho bid each round "
+        f"(default {DEFAULT_FAIRNESS_KNOB})",
     )
     demo.add_argument(
         "--lease-seconds",

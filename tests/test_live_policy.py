@@ -310,3 +310,33 @@ def test_every_seed_policy_runs_live(tmp_path: Path, name: str, caplog) -> None:
     held = {a: len(c.held(a)) for a in apps}
     assert sum(held.values()) > 0, held
     assert all(n <= d for n, d in zip(held.values(), (1, 2, 4, 3), strict=True))
+
+
+def test_live_themis_is_the_policy_and_calls_every_app_by_rho(tmp_path: Path) -> None:
+    """The live arbiter's Themis is the registered two-phase policy: it ranks every connected
+    app by reported ρ (one that cannot use more GPUs included), calls the top (1 - f) for bids,
+    auctions what they bid, and leaves the call closed in its state."""
+    from arbiter.auction import Bid
+    from arbiter.core import Offer
+    from arbiter.policies.themis import Themis
+
+    clock = Clock()
+    c = core(tmp_path, "themis", clock, ARBITER_THEMIS_FAIRNESS_KNOB="0.5")
+    apps, outs = [], []
+    for k, rho in enumerate((1.0, 3.0, 2.0)):
+        app_id, _ = c.register_app(app_name=f"a{k}", user="u", queue_name="", max_gpu_demand=2)
+        outs.append(c.open_session(app_id))
+        c.report_rho(app_id, rho)
+        apps.append(app_id)
+    c.tick()
+    assert isinstance(c._current_policy(), Themis)
+    offered = [i for i, q in enumerate(outs) if any(isinstance(m, Offer) for m in drain(q))]
+    assert offered == [1, 2]  # ceil(0.5 x 3) = 2 bidders: the two largest ρ
+    rnd = c.pending.round
+    gpus = sorted(c.pending.offered)
+    c.submit_bid(apps[1], rnd, Bid(apps[1], {frozenset(): 3.0, frozenset(gpus[:2]): 1.5}))
+    c.submit_bid(apps[2], rnd, Bid(apps[2], {frozenset(): 2.0, frozenset(gpus[2:]): 1.0}))
+    c.tick()  # every participant answered: the auction step runs and binds
+    assert c.pending is None and c.policy_state.call is None
+    assert c.held(apps[1]) == frozenset(gpus[:2]) and c.held(apps[2]) == frozenset(gpus[2:])
+    assert c.state.round == rnd
