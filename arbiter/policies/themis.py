@@ -177,4 +177,3 @@ class Themis:
                 granted.setdefault(lease.app_id, set()).update(lease.gpus)
         alloc = {a: frozenset(g) for a, g in granted.items()}
         return Decision(alloc, closed, outcome=outcome, closed_round=call.round)
-
