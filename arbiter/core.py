@@ -58,6 +58,7 @@ from arbiter.policies.base import Decision, JobView, check_decision
 from arbiter.policies.base import Snapshot as PolicySnapshot
 from arbiter.rounds import (
     ArbiterState,
+    InvariantViolation,
     Lease,
     check_invariants,
     expire_leases,
@@ -779,7 +780,7 @@ class ArbiterCore:
         )
         try:
             self._commit(state, bids)
-        except AssertionError:  # a GPU was leased meanwhile (release, drain): offer again
+        except InvariantViolation:  # a GPU was leased meanwhile (release, drain): offer again
             log.warning("round %d dropped: its GPUs changed while it was decided", p.round)
             self._mark_freed(self.clock())
             return

@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from arbiter.auction import Bid
-from arbiter.rounds import ArbiterState, Lease, LeaseSource, check_invariants
+from arbiter.rounds import ArbiterState, InvariantViolation, Lease, LeaseSource, check_invariants
 
 __all__ = [
     "AppRecord",
@@ -274,7 +274,7 @@ class SQLiteJournal:
         )
         try:
             check_invariants(state)
-        except AssertionError as exc:
+        except InvariantViolation as exc:
             raise JournalCorrupt(f"journal {self.path}: {exc}") from exc
         orphans = sorted({lease.app_id for lease in leases} - set(apps))
         if orphans:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import queue
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -340,3 +341,47 @@ def test_live_themis_is_the_policy_and_calls_every_app_by_rho(tmp_path: Path) ->
     assert c.pending is None and c.policy_state.call is None
     assert c.held(apps[1]) == frozenset(gpus[:2]) and c.held(apps[2]) == frozenset(gpus[2:])
     assert c.state.round == rnd
+
+
+def test_a_round_whose_gpus_were_leased_meanwhile_is_dropped(tmp_path: Path, caplog) -> None:
+    """Decide and bind are separate cycles: if a GPU the auction grants was leased while it
+    was decided, binding fails the lease invariant, the round is dropped (nothing of it is
+    journaled) and its GPUs are offered again; the lease taken meanwhile stands."""
+    from arbiter.auction import Bid
+    from arbiter.core import ArbiterCore
+    from arbiter.decider import decide_inline
+
+    clock = Clock()
+    meanwhile: list[Lease] = []
+
+    def racing(policy, snapshot):
+        decision = decide_inline(policy, snapshot)
+        g = sorted(decision.outcome.granted[0].gpus)[0]
+        lease = Lease(apps[1], frozenset([g]), clock.t, clock.t + 50, 99, LeaseSource.POLICY)
+        meanwhile.append(lease)
+        c.state = replace(c.state, leases=(*c.state.leases, lease))
+        return decision
+
+    env = {
+        "ARBITER_POLICY": "themis",
+        "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0",
+        "ARBITER_HEARTBEAT_TIMEOUT_SECONDS": "1000",
+        "ARBITER_THEMIS_FAIRNESS_KNOB": "0.5",
+    }
+    c = ArbiterCore(load_cluster("nodes:1:4"), load_config(environ=env),
+                    SQLiteJournal(tmp_path / "j.db"), admin_token="x", clock=clock,
+                    decider=racing)  # fmt: skip
+    apps = []
+    for k in range(2):
+        app_id, _ = c.register_app(app_name=f"a{k}", user="u", queue_name="", max_gpu_demand=4)
+        c.open_session(app_id)
+        apps.append(app_id)
+    c.tick()
+    p = c.pending
+    gpus = frozenset(sorted(p.offered))
+    c.submit_bid(p.participants[0], p.round, Bid(p.participants[0], {frozenset(): 2.0, gpus: 1.0}))
+    with caplog.at_level("WARNING", logger="yarn_arbiter.core"):
+        c.tick()
+    assert "dropped" in caplog.text
+    assert c.state.leases == tuple(meanwhile)  # the auction's grant was not bound
+    assert c.first_freed_at is not None  # its GPUs are offered again
