@@ -60,6 +60,7 @@ __all__ = [
     "expire_leases",
     "filter_participants",
     "free_gpus",
+    "holdings_at",
     "offer_due",
     "rho_after_grant",
     "run_round",
@@ -151,6 +152,21 @@ def free_gpus(state: ArbiterState, t: float) -> frozenset[str]:
     """GPUs in no lease that is live at ``t`` or starts later (reserved leftovers)."""
     busy = frozenset().union(*(lease.gpus for lease in state.leases if lease.end > t))
     return state.gpus - busy
+
+
+def holdings_at(
+    state: ArbiterState, t: float
+) -> tuple[dict[str, frozenset[str]], dict[str, set[str]]]:
+    """Per app: the GPUs in its leases live at ``t``, and the GPUs in its leases not yet ended
+    at ``t`` (live or reserved for later)."""
+    live: dict[str, set[str]] = {}
+    committed: dict[str, set[str]] = {}
+    for lease in state.leases:
+        if lease.end > t:
+            committed.setdefault(lease.app_id, set()).update(lease.gpus)
+            if lease.start <= t:
+                live.setdefault(lease.app_id, set()).update(lease.gpus)
+    return {a: frozenset(g) for a, g in live.items()}, committed
 
 
 def expire_leases(state: ArbiterState, now: float) -> tuple[ArbiterState, frozenset[str]]:

@@ -53,6 +53,7 @@ from arbiter.rounds import (
     ArbiterState,
     filter_participants,
     free_gpus,
+    holdings_at,
     run_round,
 )
 
@@ -66,19 +67,6 @@ FILTER_RULES = ("all", "wanting")
 class ThemisState:
     call: CallForBids | None = None  # the call whose bids the next decision auctions
     last_bid: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-
-
-def _holdings(book: ArbiterState, now: float) -> tuple[dict[str, frozenset], dict[str, int]]:
-    """Per app: GPUs live now, and how many GPUs it has in leases not yet ended."""
-    live: dict[str, set[str]] = {}
-    committed: dict[str, set[str]] = {}
-    for lease in book.leases:
-        if lease.end > now:
-            committed.setdefault(lease.app_id, set()).update(lease.gpus)
-            if lease.start <= now:
-                live.setdefault(lease.app_id, set()).update(lease.gpus)
-    return ({a: frozenset(g) for a, g in live.items()},
-            {a: len(g) for a, g in committed.items()})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -113,13 +101,13 @@ class Themis:
         now = snapshot.now
         st: ThemisState = snapshot.policy_state or ThemisState()
         book = snapshot.book or ArbiterState(snapshot.cluster.gpu_ids)
-        live, committed = _holdings(book, now)
+        live, committed = holdings_at(book, now)
         apps = sorted(set(snapshot.demand) | {j.app_id for j in snapshot.jobs})
         demand = {a: snapshot.demand.get(a, 0) for a in apps}
         for j in snapshot.jobs:
             if j.app_id not in snapshot.demand:
                 demand[j.app_id] += j.gang
-        room = {a: d - committed.get(a, 0) for a, d in demand.items()}
+        room = {a: d - len(committed.get(a, ())) for a, d in demand.items()}
         wanting = {a: r for a, r in room.items() if r > 0}
         holding = {a: live.get(a, frozenset()) for a in apps}
         if st.call is not None:

@@ -60,7 +60,7 @@ from arbiter.cluster import Cluster
 from arbiter.fairness import t_id_share
 from arbiter.placement import Placement, placement_of
 from arbiter.policies.base import Decision, FreePool, JobView, Snapshot, ideal_rate
-from arbiter.rounds import ArbiterState, LeaseSource, expire_leases, free_gpus
+from arbiter.rounds import ArbiterState, LeaseSource, expire_leases, free_gpus, holdings_at
 
 __all__ = ["AppRecord", "SimulatedAgents", "app_remaining_time"]
 
@@ -217,18 +217,6 @@ class _App:
 # -- the lease book ------------------------------------------------------------------------------
 
 
-def _holdings(book: ArbiterState, now: float) -> tuple[dict[str, frozenset], dict[str, set]]:
-    """Per app: GPUs in leases live now, and GPUs in leases not yet ended (live or reserved)."""
-    live: dict[str, set[str]] = {}
-    committed: dict[str, set[str]] = {}
-    for lease in book.leases:
-        if lease.end > now:
-            committed.setdefault(lease.app_id, set()).update(lease.gpus)
-            if lease.start <= now:
-                live.setdefault(lease.app_id, set()).update(lease.gpus)
-    return {a: frozenset(g) for a, g in live.items()}, committed
-
-
 def _runs_on(job: JobView, cluster: Cluster, gpus: Iterable[str]) -> bool:
     one = next(iter(gpus), None)
     return one is not None and job.perf.rate(placement_of(cluster, [one])) > 0
@@ -238,7 +226,7 @@ def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
                       apps: Mapping[str, _App]) -> ArbiterState:  # fmt: skip
     """Agents release leases (live or reserved for later) too small to run any of their jobs,
     and leftover GPUs of a type none of their jobs runs on."""
-    live_by_app, committed = _holdings(book, now)
+    live_by_app, committed = holdings_at(book, now)
     leftover_apps = {
         lease.app_id for lease in book.leases
         if lease.source is LeaseSource.LEFTOVER and lease.live_at(now)
@@ -261,7 +249,7 @@ def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
 def _shed_unused(book: ArbiterState, cluster: Cluster, now: float,
                  apps: Mapping[str, _App]) -> ArbiterState:  # fmt: skip
     """Cut GPUs out of an app's live leases that none of its jobs can use (every job placed)."""
-    live, _ = _holdings(book, now)
+    live, _ = holdings_at(book, now)
     unused: dict[str, frozenset[str]] = {}
     for a, gpus in live.items():
         alloc = apps[a].assign(cluster, gpus)
@@ -354,7 +342,7 @@ class SimulatedAgents:
         inner = st.policy_state
         rule, lease_s = policy.rho_old, policy.lease_s
         for _ in range(self.rounds_per_call):
-            live, committed = _holdings(book, now)
+            live, committed = holdings_at(book, now)
             held = {a: live.get(a, frozenset()) for a in apps}
             demand = {a: app.demand for a, app in apps.items()}
             rho = {a: app.rho_old(cluster, held[a], lease_s, rule) for a, app in apps.items()}
@@ -382,7 +370,7 @@ class SimulatedAgents:
             book = _shed_unused(_release_unusable(book, cluster, now, apps), cluster, now, apps)
             if free_gpus(book, now) == offered:
                 break  # nothing stuck: another call now would change nothing
-        final, _ = _holdings(book, now)
+        final, _ = holdings_at(book, now)
         alloc: dict[str, frozenset[str]] = {}
         for a, app in apps.items():
             alloc.update(app.assign(cluster, final.get(a, frozenset())))
