@@ -287,7 +287,7 @@ def shorthand_cluster(spec: str) -> Cluster:
         counts = [int(x) for x in rest.split(":")]
     except ValueError:
         counts = []
-    if kind == "gavel" and len(counts) == 3 and all(c >= 0 for c in counts) and sum(counts):
+    if kind == "gavel" and len(counts) == 3 and all(c >= 0 for c in counts) and sum(counts) > 0:
         machines = [
             Machine(f"{gtype}-{k:03d}", f"rack-{gtype}", 1, 1, gtype)
             for gtype, n in zip(("v100", "p100", "k80"), counts, strict=True)

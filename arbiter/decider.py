@@ -26,6 +26,8 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from types import MappingProxyType
 
 from arbiter.policies.base import Decision, Policy, Snapshot
@@ -75,8 +77,8 @@ class ProcessDecider:
         self._niceness = niceness
         self._start_timeout = start_timeout
         self._lock = threading.Lock()  # one round at a time over the pipe
-        self._proc = None
-        self._conn = None
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
         self.worker_pid: int | None = None
         self.restarts = 0
         self._closed = False

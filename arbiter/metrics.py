@@ -45,20 +45,20 @@ def render_metrics(core: ArbiterCore) -> str:
     """The Prometheus text page for ``core`` (module docstring)."""
 
     snap = core.snapshot()  # one consistent view, taken under the core's lock
-    now, cluster = snap["now"], snap["cluster"]
-    leases = [lease for lease in snap["leases"] if lease.live_at(now)]
-    queries, subscribers = snap["queries"], snap["subscribers"]
-    external, epoch = snap["external_jobs"], snap["epoch"]
+    now, cluster = snap.now, snap.cluster
+    leases = [lease for lease in snap.leases if lease.live_at(now)]
+    queries, subscribers = snap.queries, snap.subscribers
+    external, epoch = snap.external_jobs, snap.epoch
     policy = core.config["arbiter.policy"]
     calls = sorted(core.rpc_calls.copy().items())
     refused = sorted(core.rpc_refused.copy().items())
     all_gpus = {g.id for g in cluster.gpus}
     leased = {g for lease in leases for g in lease.gpus}
-    drained_gpus = {g.id for g in cluster.gpus if g.machine in snap["drained"]} - leased
-    free = set(snap["free"])
+    drained_gpus = {g.id for g in cluster.gpus if g.machine in snap.drained} - leased
+    free = set(snap.free)
     by_source = Counter(lease.source.value for lease in leases)
-    apps = snap["apps"]
-    connected = len(set(apps) & set(snap["connected"]))
+    apps = snap.apps
+    connected = len(set(apps) & set(snap.connected))
     out: list[str] = []
 
     def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
@@ -97,7 +97,7 @@ def render_metrics(core: ArbiterCore) -> str:
         "Registered ML apps, by whether their Agent's session is open.",
         [('{connected="true"}', connected), ('{connected="false"}', len(apps) - connected)],
     )
-    metric("yarn_arbiter_round", "counter", "Themis rounds run so far.", [("", snap["round"])])
+    metric("yarn_arbiter_round", "counter", "Themis rounds run so far.", [("", snap.round)])
     metric("yarn_arbiter_query_jobs", "gauge", "Registered Hive query jobs.", [("", queries)])
     metric("yarn_arbiter_share_subscribers", "gauge", "Open share streams.", [("", subscribers)])
     metric(

@@ -40,7 +40,7 @@ import itertools
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
@@ -75,8 +75,11 @@ DEFAULT_FAIRNESS_KNOB = 0.9
 DEFAULT_BATCH_WINDOW = 2.0
 
 
-class InvariantViolation(AssertionError):
-    """A state broke "no GPU in two live leases" (or a lease names an unknown GPU)."""
+class InvariantViolation(Exception):
+    """A state broke "no GPU in two live leases" (or a lease names an unknown GPU).
+
+    Not an ``AssertionError``: the binding cycle drops a round on this error only, so a real
+    assertion failure in the commit path is never mistaken for "the GPUs changed"."""
 
 
 class LeaseSource(StrEnum):
@@ -281,7 +284,7 @@ def run_round(
     for g in sorted(free_from):
         if free_from[g] >= end:
             continue
-        pool = others or participants
+        pool: Sequence[str] = others or participants
         if room is not None:
             pool = [a for a in others if left.get(a, 0) > 0] or [
                 a for a in participants if left.get(a, 0) > 0
@@ -291,8 +294,8 @@ def run_round(
             if room is not None:
                 left[app_id] -= 1
             by_recipient[(app_id, free_from[g])].add(g)
-    for (app_id, start), gpus in sorted(by_recipient.items()):
-        granted.append(Lease(app_id, frozenset(gpus), start, end, rnd, LeaseSource.LEFTOVER))
+    for (app_id, start), got in sorted(by_recipient.items()):
+        granted.append(Lease(app_id, frozenset(got), start, end, rnd, LeaseSource.LEFTOVER))
 
     last_bids = dict(state.last_bids)
     last_bids.update((b.app_id, b) for b in bids)

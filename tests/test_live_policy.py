@@ -171,12 +171,12 @@ def test_las_preempts_after_service_with_a_grace_period(tmp_path: Path) -> None:
     assert len(c.held(a)) == 4 and c.held(b) == frozenset()  # during the grace period
     [alloc] = [m for m in drain(qb) if isinstance(m, Allocation)]
     assert {x.start for x in alloc.leases} == {clock.t + 5}
-    assert c._attained(a, clock.t) == pytest.approx(120.0)
+    assert c.book.attained_by(a, clock.t) == pytest.approx(120.0)
     clock.t += 6
     c.tick()
     assert c.held(a) == frozenset() and len(c.held(b)) == 4
     check_invariants(c.state)
-    assert c._attained(a, clock.t) == pytest.approx(4 * 35.0)  # 30 s alone + 5 s of grace
+    assert c.book.attained_by(a, clock.t) == pytest.approx(4 * 35.0)  # 30 s alone + 5 s of grace
 
 
 def test_afs_live_keeps_elastic_shares(tmp_path: Path) -> None:
@@ -233,8 +233,8 @@ def test_bad_decision_changes_nothing(tmp_path: Path) -> None:
 
             return Decision({a: frozenset({"nope-gpu"})})
 
-    c._current_policy()
-    c._policy = Broken()
+    c.scheduler.policy(c.config)
+    c.scheduler._policy = Broken()
     c.tick()
     assert c.state.leases == () and c.held(a) == frozenset()
 
@@ -277,7 +277,7 @@ def test_agents_receive_policy_leases_over_grpc(tmp_path: Path) -> None:
             metadata=[("x-app-token", reg.app_token)],
         )
         assert ack.rho > 0
-        assert arb.core.progress[reg.app_id]["iters_remaining"] == 50
+        assert arb.core.sessions.progress[reg.app_id].iters_remaining == 50
         state = rpc.AdminStub(ch).GetClusterState(
             pb.ClusterStateRequest(), metadata=[("x-admin-token", "adm")]
         )
@@ -330,15 +330,15 @@ def test_live_themis_is_the_policy_and_calls_every_app_by_rho(tmp_path: Path) ->
         c.report_rho(app_id, rho)
         apps.append(app_id)
     c.tick()
-    assert isinstance(c._current_policy(), Themis)
+    assert isinstance(c.scheduler.policy(c.config), Themis)
     offered = [i for i, q in enumerate(outs) if any(isinstance(m, Offer) for m in drain(q))]
     assert offered == [1, 2]  # ceil(0.5 x 3) = 2 bidders: the two largest ρ
-    rnd = c.pending.round
-    gpus = sorted(c.pending.offered)
+    rnd = c.scheduler.pending.round
+    gpus = sorted(c.scheduler.pending.offered)
     c.submit_bid(apps[1], rnd, Bid(apps[1], {frozenset(): 3.0, frozenset(gpus[:2]): 1.5}))
     c.submit_bid(apps[2], rnd, Bid(apps[2], {frozenset(): 2.0, frozenset(gpus[2:]): 1.0}))
     c.tick()  # every participant answered: the auction step runs and binds
-    assert c.pending is None and c.policy_state.call is None
+    assert c.scheduler.pending is None and c.scheduler.policy_state.call is None
     assert c.held(apps[1]) == frozenset(gpus[:2]) and c.held(apps[2]) == frozenset(gpus[2:])
     assert c.state.round == rnd
 
@@ -359,7 +359,7 @@ def test_a_round_whose_gpus_were_leased_meanwhile_is_dropped(tmp_path: Path, cap
         g = sorted(decision.outcome.granted[0].gpus)[0]
         lease = Lease(apps[1], frozenset([g]), clock.t, clock.t + 50, 99, LeaseSource.POLICY)
         meanwhile.append(lease)
-        c.state = replace(c.state, leases=(*c.state.leases, lease))
+        c.book.state = replace(c.state, leases=(*c.state.leases, lease))
         return decision
 
     env = {
@@ -377,11 +377,11 @@ def test_a_round_whose_gpus_were_leased_meanwhile_is_dropped(tmp_path: Path, cap
         c.open_session(app_id)
         apps.append(app_id)
     c.tick()
-    p = c.pending
+    p = c.scheduler.pending
     gpus = frozenset(sorted(p.offered))
     c.submit_bid(p.participants[0], p.round, Bid(p.participants[0], {frozenset(): 2.0, gpus: 1.0}))
     with caplog.at_level("WARNING", logger="yarn_arbiter.core"):
         c.tick()
     assert "dropped" in caplog.text
     assert c.state.leases == tuple(meanwhile)  # the auction's grant was not bound
-    assert c.first_freed_at is not None  # its GPUs are offered again
+    assert c.book.first_freed_at is not None  # its GPUs are offered again

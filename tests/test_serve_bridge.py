@@ -51,8 +51,9 @@ def serve(tmp_path: Path, rm_url: str, port: int) -> subprocess.Popen:
         "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin"),
         "ARBITER_AUCTION_WORKER_PROCESS": "false",
     }
-    cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", rm_url, "--port", str(port),
-           "--journal", str(tmp_path / "j.db"), "--rm-poll-seconds", "0.5"]  # fmt: skip
+    cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--rm-url", rm_url,
+           "--port", str(port), "--journal", str(tmp_path / "j.db"),
+           "--rm-poll-seconds", "0.5"]  # fmt: skip
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -88,7 +89,7 @@ def test_serve_without_a_reachable_rm_is_a_clear_error(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin")}
     out = subprocess.run(
-        [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", dead, "--port", str(port),
+        [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--rm-url", dead, "--port", str(port),
          "--journal", str(tmp_path / "j.db"), "--rm-wait-seconds", "2"],
         env=env, capture_output=True, text=True,
         timeout=120,
@@ -105,7 +106,8 @@ def test_journal_trims_leases_on_gpus_the_rm_no_longer_has(tmp_path: Path) -> No
     app, _ = core.register_app(app_name="x", user="u", queue_name="", max_gpu_demand=4)
     gpus = sorted(big.gpu_ids)
     now = time.time()
-    core._commit(ArbiterState(big.gpu_ids, (Lease(app, frozenset(gpus), now, now + 600, 1),), 1))
+    lease = Lease(app, frozenset(gpus), now, now + 600, 1)
+    core.book.commit(ArbiterState(big.gpu_ids, (lease,), 1), now=now)
     journal.close()
     with pytest.raises(JournalCorrupt, match="unknown"):
         SQLiteJournal(tmp_path / "j.db").load(small.gpu_ids)
@@ -146,7 +148,7 @@ def test_serve_hands_the_auth_header_command_to_the_bridge(tmp_path: Path) -> No
     port = free_port()
     env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin"),
            "ARBITER_AUCTION_WORKER_PROCESS": "false"}  # fmt: skip
-    cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", url, "--port", str(port),
+    cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--rm-url", url, "--port", str(port),
            "--journal", str(tmp_path / "j.db"), "--rm-poll-seconds", "0.2",
            "--rm-auth-header-command", f"{sys.executable} {script}"]  # fmt: skip
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -77,7 +77,7 @@ def test_the_local_cluster_is_a_real_yarn(yarn_cluster) -> None:
         leaves = {q.name for q in rm.scheduler().leaves()}
         assert {"default", "analytics", "gpu"} <= leaves
     out = subprocess.run(
-        [sys.executable, "-m", "arbiter.cli", "hadoop", "status", "--json",
+        [sys.executable, "-m", "yarn_arbiter.cli", "hadoop", "status", "--json",
          "--workdir", str(yarn_cluster.workdir)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -112,7 +112,7 @@ def test_watcher_sees_real_apps_arrive_and_end(yarn_cluster, tmp_path: Path) -> 
             return any(isinstance(e, kind) and e.app.yarn_id == app_id for e in events)
 
         wait_for("AppArrived", lambda: sees(AppArrived))
-        assert core.snapshot()["external_jobs"] >= 1
+        assert core.snapshot().external_jobs >= 1
         assert rm.kill_app(app_id) == "KILLED"
         wait_for("AppEnded", lambda: sees(AppEnded))
         bridge.stop()
@@ -126,7 +126,7 @@ def test_gpu_queue_capacity_follows_the_leases_on_the_real_rm(yarn_cluster, tmp_
         gpus = sorted(core.cluster.gpu_ids)[:3]
         now = time.time()
         lease = Lease(app, frozenset(gpus), now, now + 600, 1)
-        core._commit(ArbiterState(core.cluster.gpu_ids, (lease,), 1))
+        core.book.commit(ArbiterState(core.cluster.gpu_ids, (lease,), 1), now=core.clock())
 
         def gpu_queue_capacity() -> str:
             bridge.tick()
@@ -145,7 +145,7 @@ def test_gpu_queue_capacity_follows_the_leases_on_the_real_rm(yarn_cluster, tmp_
         by_name = {r["name"]: r["value"] for r in rows}
         assert by_name["yarn.io/gpu"] == 3
         # Restore the configured guarantee for the other tests.
-        core._commit(ArbiterState(core.cluster.gpu_ids, (), 2))
+        core.book.commit(ArbiterState(core.cluster.gpu_ids, (), 2), now=core.clock())
         key = "yarn.scheduler.capacity.root.gpu.capacity"
         wait_for(
             "root.gpu back to 0 leased GPUs",
@@ -170,7 +170,7 @@ def test_enforcer_kills_an_ml_app_it_can_account_for(yarn_cluster, tmp_path: Pat
         wait_for("the watcher to see it", lambda: bridge.tick() and yarn_id in bridge.view.apps)
         rm.kill_app(yarn_id)
         wait_for("the arbiter app to be finished by the watcher",
-                 lambda: bridge.tick() and app not in core.snapshot()["apps"])  # fmt: skip
+                 lambda: bridge.tick() and app not in core.snapshot().apps)  # fmt: skip
         bridge.stop()
 
 
@@ -202,11 +202,11 @@ def test_watcher_reports_a_lost_node(yarn_cluster, tmp_path: Path) -> None:
         try:
             wait_for("NodeRemoved", lambda: events.extend(bridge.watcher.poll_once() or ())
                      or any(isinstance(e, NodeRemoved) for e in events), timeout=60)  # fmt: skip
-            assert core.snapshot()["cluster"].num_gpus == 4
+            assert core.snapshot().cluster.num_gpus == 4
         finally:
             yarn_cluster.restart(name)
         wait_for("the node back in the arbiter",
-                 lambda: bridge.tick() and core.snapshot()["cluster"].num_gpus == 8)  # fmt: skip
+                 lambda: bridge.tick() and core.snapshot().cluster.num_gpus == 8)  # fmt: skip
         bridge.stop()
 
 

@@ -159,8 +159,11 @@ class Policy(Protocol):
     default False): the policy allocates leases to apps by calling for bids (module docstring);
     the simulator drives it through :class:`arbiter.sim.agents.SimulatedAgents`."""
 
-    name: str
-    round_s: float | None
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def round_s(self) -> float | None: ...
 
     def decide(self, snapshot: Snapshot) -> Decision: ...
 
