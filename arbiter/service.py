@@ -394,15 +394,15 @@ class AdminService(rpc.AdminServicer):
         return pb.ClusterState(
             cluster_name=self.core.cluster.name,
             gpus=[gpu_to_pb(g) for g in self.core.cluster.gpus],
-            free_gpu_ids=sorted(snap["free"]),
-            drained_machines=sorted(snap["drained"]),
-            round=snap["round"],
+            free_gpu_ids=sorted(snap.free),
+            drained_machines=sorted(snap.drained),
+            round=snap.round,
             policy=self.core.config["arbiter.policy"],
         )
 
     async def ListLeases(self, request, context):
         await self._admin(context)
-        leases = self.core.snapshot()["leases"]
+        leases = self.core.snapshot().leases
         return pb.ListLeasesResponse(
             leases=[
                 lease_to_pb(x) for x in leases if not request.app_id or x.app_id == request.app_id
@@ -423,9 +423,9 @@ class AdminService(rpc.AdminServicer):
                     max_gpu_demand=a.max_gpu_demand,
                     rho=self.core.rho_current(a.app_id, now),
                     held_gpu_ids=sorted(self.core.held(a.app_id, now)),
-                    connected=a.app_id in snap["connected"],
+                    connected=a.app_id in snap.connected,
                 )
-                for a in snap["apps"].values()
+                for a in snap.apps.values()
             ]
         )
 
