@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from arbiter.agent_env import ENV_APP_ID, ENV_APP_TOKEN, ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA
 from arbiter.bids import RhoEstimator, generate_bid
 from arbiter.cluster import GPU, Cluster
 from arbiter.fairness import AppScheduler, rho_performance_curve, rho_successive_halving
@@ -103,11 +104,9 @@ class HeldLease:
 
 def agent_kwargs_from_env(environ: Mapping[str, str] | None = None) -> dict[str, object]:
     """What ``yarn-arbiter submit`` handed this application master in its environment
-    (:mod:`yarn_bridge.env`): ``target``, ``app_id``, ``token`` and, with a CA bundle,
+    (:mod:`arbiter.agent_env`): ``target``, ``app_id``, ``token`` and, with a CA bundle,
     TLS ``credentials``, as keyword arguments for :class:`Agent`. Empty when the AM was not
     started by the wrapper (it then registers itself)."""
-    from yarn_bridge.env import ENV_APP_ID, ENV_APP_TOKEN, ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA
-
     env = os.environ if environ is None else environ
     out: dict[str, object] = {}
     if env.get(ENV_ARBITER_ADDRESS):

@@ -1,7 +1,9 @@
-"""Running the arbiter: gRPC server + scheduler loop, standalone (``yarn-arbiter serve``).
+"""Running the arbiter: its gRPC server, scheduler loop, journal, decider and metrics page.
 
-Standalone mode manages a declared cluster with no YARN; with ``--rm-url`` the cluster comes
-from the ResourceManager and the YARN bridge runs beside the arbiter (``yarn_bridge``).
+:class:`RunningArbiter` starts and stops them together; :func:`serve_forever` runs one until
+SIGTERM/SIGINT. What runs beside the arbiter on its core (the YARN bridge, which the
+composition root :mod:`yarn_arbiter` starts) is an *attachment*: started after the arbiter,
+stopped before it (while the journal is still open); this module does not know what it is.
 
 The admin credential comes from ``arbiter.admin.token-file``; when that key is empty a fresh
 token is generated and written, mode 0600, beside the journal as ``<journal>.admin-token``, and
@@ -17,9 +19,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from arbiter.cluster import Cluster
 from arbiter.config import Config
@@ -29,12 +31,28 @@ from arbiter.journal import SQLiteJournal, new_token
 from arbiter.metrics import MetricsServer
 from arbiter.service import build_server
 
-if TYPE_CHECKING:
-    from yarn_bridge.bridge_cli import BridgeSettings
-
-__all__ = ["RunningArbiter", "admin_token_for", "serve_forever", "service_token_for"]
+__all__ = [
+    "Attachment",
+    "RunningArbiter",
+    "StartAttachment",
+    "admin_token_for",
+    "serve_forever",
+    "service_token_for",
+]
 
 log = logging.getLogger("yarn_arbiter.server")
+
+
+class Attachment(Protocol):
+    """Something running beside an arbiter on its core (the YARN bridge, ...)."""
+
+    def stop(self) -> object:
+        """Stop; called before the arbiter stops, while its journal is still open."""
+        ...
+
+
+# Starts an attachment on the arbiter's core and returns it running.
+StartAttachment = Callable[[ArbiterCore], Attachment]
 
 
 def token_file_for(config: Config, key: str, suffix: str) -> tuple[str, Path]:
@@ -126,6 +144,7 @@ class RunningArbiter:
         self._tick = tick_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop_ticks, name="scheduler", daemon=True)
+        self.attachments: list[Attachment] = []
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
@@ -148,7 +167,16 @@ class RunningArbiter:
             self.metrics.start()
         return self
 
+    def attach(self, start: StartAttachment) -> Attachment:
+        """Start ``start(self.core)`` beside the running arbiter; :meth:`stop` stops it first
+        (attachments in reverse order of attaching)."""
+        attachment = start(self.core)
+        self.attachments.append(attachment)
+        return attachment
+
     def stop(self, grace: float = 1.0) -> None:
+        while self.attachments:
+            self.attachments.pop().stop()  # before the journal closes
         self._stop.set()
         if self.metrics is not None:
             self.metrics.stop()
@@ -162,21 +190,15 @@ class RunningArbiter:
 
 
 def serve_forever(
-    cluster: Cluster | None, config: Config, bridge: BridgeSettings | None = None
+    cluster: Cluster,
+    config: Config,
+    *,
+    topology_from_rm: bool = False,
+    attach: Sequence[tuple[str, StartAttachment]] = (),
 ) -> int:
-    """Serve until SIGTERM/SIGINT. With ``bridge`` (``--rm-url``) the cluster is read from the
-    ResourceManager and the YARN bridge (watcher, enforcer) runs beside the arbiter."""
-    if bridge is not None:
-        from yarn_bridge.bridge_cli import initial_cluster
-
-        cluster = initial_cluster(
-            bridge.rm_urls,
-            wait_s=bridge.wait_s,
-            rm_user=bridge.kwargs.get("rm_user"),
-            rm_options=bridge.kwargs.get("rm_options"),  # the auth hook, as for every poll
-        )
-    if cluster is None:
-        raise ValueError("serve needs a cluster spec or --rm-url")
+    """Serve ``cluster`` until SIGTERM/SIGINT. Each ``(description, start)`` of ``attach`` is
+    started on the running arbiter (:meth:`RunningArbiter.attach`; the description goes to the
+    log) and stopped before it; ``topology_from_rm`` as for :class:`RunningArbiter`."""
     token, token_path = admin_token_for(config)
     service_token, service_path = service_token_for(config)
     decider = ProcessDecider() if config["arbiter.auction.worker-process"] else None
@@ -187,21 +209,18 @@ def serve_forever(
             admin_token=token,
             service_token=service_token,
             decider=decider,
-            topology_from_rm=bridge is not None,
+            topology_from_rm=topology_from_rm,
         ).start()
     except BaseException:
         if decider is not None:
             decider.close()
         raise
-    yarn = None
-    if bridge is not None:
-        from yarn_bridge.bridge_cli import start_bridge
-
-        try:
-            yarn = start_bridge(arbiter.core, bridge.rm_urls, **bridge.kwargs)
-        except BaseException:
-            arbiter.stop()
-            raise
+    try:
+        for _, start in attach:
+            arbiter.attach(start)
+    except BaseException:
+        arbiter.stop()
+        raise
     log.info(
         "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s; "
         "query-service token in %s%s",
@@ -211,7 +230,7 @@ def serve_forever(
         config["arbiter.journal.path"],
         token_path,
         service_path,
-        f"; YARN bridge to {', '.join(bridge.rm_urls)}" if bridge is not None else "",
+        "".join(f"; {description}" for description, _ in attach),
     )
     print(
         f"yarn-arbiter: serving {cluster.name} ({cluster.num_gpus} GPUs) on port {arbiter.port}; "
@@ -223,7 +242,5 @@ def serve_forever(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     done.wait()
-    if yarn is not None:
-        yarn.stop()  # before the journal closes
-    arbiter.stop()
+    arbiter.stop()  # the attachments first
     return 0

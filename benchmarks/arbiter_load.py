@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             log_path = Path(tmp) / "arbiter.log"
             log_file = log_path.open("w")
             server = subprocess.Popen(
-                [sys.executable, "-m", "arbiter.cli", "serve", "--cluster", "themis-sim-256",
+                [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", "themis-sim-256",
                  "--port", str(port), "--journal", str(Path(tmp) / "j.db")],
                 env=env, stdout=subprocess.DEVNULL, stderr=log_file,
             )  # fmt: skip

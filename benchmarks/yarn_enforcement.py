@@ -309,7 +309,7 @@ def node_of(machine: str, nodes: list[str]) -> str:
 def submit(cluster: Cluster, arb: Arbiter, jar: Path, job: str, gpus: int) -> tuple[str, str]:
     """``yarn-arbiter submit --command``: (YARN app id, arbiter app id)."""
     out = subprocess.run(
-        [sys.executable, "-m", "arbiter.cli", "submit", "--rm-url", cluster.rm_url,
+        [sys.executable, "-m", "yarn_arbiter.cli", "submit", "--rm-url", cluster.rm_url,
          "--arbiter", f"127.0.0.1:{arb.port}", "--gpus", str(gpus), "--name", "bench-lease-am",
          "--queue", "gpu", "--command", job, "--am-jar", str(jar)],
         env=cluster.env(), capture_output=True, text=True, timeout=120, cwd=REPO,

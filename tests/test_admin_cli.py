@@ -15,12 +15,12 @@ import grpc
 import httpx
 import pytest
 
-from arbiter.cli import main
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
 from arbiter.server import RunningArbiter
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+from yarn_arbiter.cli import main
 
 ADMIN = "admin-cli-secret"
 
@@ -233,8 +233,8 @@ def test_serve_metrics_port_flag(tmp_path: Path) -> None:
     (tmp_path / "admin").write_text("adm\n")
     env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin"),
            "ARBITER_AUCTION_WORKER_PROCESS": "false"}  # fmt: skip
-    cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--cluster", "nodes:1:2", "--port", "0",
-           "--journal", str(tmp_path / "j.db"), "--metrics-port", "0"]  # fmt: skip
+    cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", "nodes:1:2",
+           "--port", "0", "--journal", str(tmp_path / "j.db"), "--metrics-port", "0"]  # fmt: skip
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert server.stdout is not None

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from arbiter.auction import Rounding
-from arbiter.cli import main, run_demo
 from arbiter.cluster import load_cluster
 from arbiter.rounds import check_invariants
+from yarn_arbiter.cli import main, run_demo
 
 
 def test_demo_prints_rounds_and_keeps_invariants() -> None:
@@ -57,7 +57,7 @@ def test_demo_count_rounding_and_small_cluster() -> None:
 def test_console_script_demo_runs() -> None:
     """The installed entry point works end to end (what `make demo` runs)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "arbiter.cli", "rounds", "--rounds", "2", "--apps", "8"],
+        [sys.executable, "-m", "yarn_arbiter.cli", "rounds", "--rounds", "2", "--apps", "8"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -106,7 +106,7 @@ def test_help_explains_the_knobs(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.slow
 def test_live_demo_serves_and_ams_finish() -> None:
     """make demo: a real arbiter, example AMs bidding over gRPC, a closing table."""
-    from arbiter.live_demo import run_live_demo
+    from yarn_arbiter.live_demo import run_live_demo
 
     out = io.StringIO()
     ams = run_live_demo(

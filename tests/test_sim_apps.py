@@ -11,7 +11,6 @@ from collections import Counter
 import pytest
 
 import arbiter.sim.apps as apps_module
-from arbiter.cli import main
 from arbiter.cluster import shorthand_cluster
 from arbiter.policies import make_policy
 from arbiter.policies.base import JobView, Snapshot
@@ -20,6 +19,7 @@ from arbiter.sim.engine import JobResult, SimResult, isolated_app_run, isolated_
 from arbiter.sim.metrics import app_results, attach_isolated, summarize
 from arbiter.sim.perf import SimJob, SlowdownPerf
 from arbiter.sim.run import compare, load_jobs
+from yarn_arbiter.cli import main
 
 PERF = SlowdownPerf()
 DAY_30 = 30 * 86400.0

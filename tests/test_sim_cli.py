@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from arbiter.cli import main
 from arbiter.policies import POLICIES
+from yarn_arbiter.cli import main
 
 GAVEL = ["--trace", "gavel/max_min_fairness.trace", "--cluster", "gavel:4:4:4"]
 
@@ -91,7 +91,7 @@ def test_format_is_detected_from_the_file(tmp_path, capsys) -> None:
 def test_compare_synergy_with_cpu_mem_sensitivity(capsys) -> None:
     """With measured CPU/memory sensitivities, synergy-tune beats the GPU-proportional fifo on
     the shipped Synergy trace's makespan (the paper's static-trace claim, 1.38x there)."""
-    from arbiter.cli import main
+    from yarn_arbiter.cli import main
 
     rc = main(
         ["compare", "--trace", "synergy/static_100job_6_3_1100.0.csv", "--cluster",

@@ -384,13 +384,13 @@ def test_decommissioning_node_is_drained_then_removed(
     with emu.cluster.lock:
         emu.cluster.nodes["node-01:8041"].state = "DECOMMISSIONING"
     assert kinds(b.watcher.poll_once()) == ["NodeDraining", "CapacityChanged"]
-    assert core.snapshot()["drained"] == {"node-01"}
+    assert core.snapshot().drained == {"node-01"}
     [rev] = [m for m in drain(q) if isinstance(m, Revocation)]
     assert rev.grace_seconds == 5.0 and "drained" in rev.reason
     assert len(core.held(app_id)) == 8  # in their grace period
     emu.remove_node("node-01:8041")
     assert kinds(b.watcher.poll_once()) == ["NodeRemoved"] and core.cluster.num_gpus == 4
-    assert core.snapshot()["drained"] == set()
+    assert core.snapshot().drained == set()
     b.stop()
 
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from yarn_helpers import wait_for, yarn_gpus_by_node  # type: ignore[import-not-found]
 
-from yarn_bridge.yarn_demo import DEMO_APPS, run_yarn_demo
+from yarn_arbiter.yarn_demo import DEMO_APPS, run_yarn_demo
 
 pytestmark = [pytest.mark.yarn, pytest.mark.slow]
 

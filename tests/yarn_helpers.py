@@ -84,7 +84,7 @@ KNOBS = {"ARBITER_LEASE_SECONDS": "5", "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.
 def submit_job(yarn_cluster, arb: Arbiter, am_jar: Path, job: str, gpus: int, *extra: str):
     """``yarn-arbiter submit --command job``: (YARN id, arbiter app id)."""
     out = subprocess.run(
-        [sys.executable, "-m", "arbiter.cli", "submit", "--rm-url", yarn_cluster.rm_url,
+        [sys.executable, "-m", "yarn_arbiter.cli", "submit", "--rm-url", yarn_cluster.rm_url,
          "--arbiter", f"127.0.0.1:{arb.port}", "--gpus", str(gpus), "--name", "lease-am-test",
          "--queue", "gpu", "--command", job, "--am-jar", str(am_jar), *extra],
         env=yarn_cluster.env(), capture_output=True, text=True, timeout=120,

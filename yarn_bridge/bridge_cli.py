@@ -13,7 +13,7 @@
   RM that does not answer yet and then fails: neither the declared spec (GPUs YARN does not
   have) nor an empty cluster (the journal refuses leases on unknown GPUs) is a safe guess.
 * :func:`add_serve_arguments` / :func:`bridge_settings` give ``serve`` its ``--rm-url`` (or
-  ``YARN_ARBITER_RM_URL``) and the bridge's knobs, so the wiring in ``arbiter/cli.py`` is three
+  ``YARN_ARBITER_RM_URL``) and the bridge's knobs, so the wiring in ``yarn_arbiter/cli.py`` is three
   lines. ``--analytics-queue`` names the queue(s) whose capacity is the analytics share's R
   (default ``analytics``, the compose cluster's; :mod:`yarn_bridge.watcher`).
 * ``serve`` and ``submit`` take ``--rm-auth-header-command`` / ``--rm-auth-hook`` for SPNEGO
@@ -62,7 +62,7 @@ from yarn_bridge.watcher import (
 )
 
 if TYPE_CHECKING:
-    from arbiter.core import ArbiterCore
+    from yarn_bridge.arbiter_port import ArbiterPort
 
 __all__ = [
     "Bridge",
@@ -97,7 +97,7 @@ class Bridge:
 
     def __init__(
         self,
-        core: ArbiterCore,
+        core: ArbiterPort,
         rm_urls: str | Iterable[str],
         *,
         poll_s: float = 5.0,
@@ -169,7 +169,7 @@ class Bridge:
 
 
 def start_bridge(
-    core: ArbiterCore,
+    core: ArbiterPort,
     rm_urls: str | Iterable[str],
     *,
     poll_s: float = 5.0,

@@ -3,7 +3,7 @@
 Spec: ``../shared/spec/yarn-hive-integration.md`` §1.1-1.6 (what is emulated), §5.1 (the
 compose cluster runs ``apache/hadoop:3.3.6``: ``--hadoop-version 3.3`` serves its shapes).
 
-The lead wires :func:`add_parsers` into ``arbiter/cli.py`` (as ``arbiter.sim.cli`` is). The
+The lead wires :func:`add_parsers` into ``yarn_arbiter/cli.py`` (as ``arbiter.sim.cli`` is). The
 command serves :class:`yarn_bridge.emulator.RMEmulator` (or an :class:`~yarn_bridge.emulator.
 RMHAPair` with ``--standby-port``) on a simulated cluster: ``--nodes`` NodeManagers with
 ``--gpus-per-node`` ``yarn.io/gpu`` each, or one per machine of an arbiter ``--cluster`` spec.

@@ -7,7 +7,7 @@ over AMRM, §1.8), §1.1 (``PUT /apps/{id}/state``), §1.4 (an app's GPU use is
 (``PUT /scheduler-conf``, absolute resource vectors).
 
 Enforcement has two steps, and the arbiter already does the first: a revoked lease reaches the
-application master as a ``Revocation`` on its session (:class:`arbiter.core.Revocation`) with a
+application master as a ``Revocation`` on its session (:class:`arbiter.messages.Revocation`) with a
 grace period, and the lease's end is moved to *now + grace*, so the GPUs still count as the
 app's until then. The AM is expected to checkpoint and release its containers. This module is
 the second step, a backstop for an AM that does not: after the lease has ended, if the YARN app
@@ -67,7 +67,7 @@ from yarn_bridge.rm import GPU, RMClient, RMError, RMNotFound, SchedConfUpdate
 from yarn_bridge.watcher import ML, AppView
 
 if TYPE_CHECKING:
-    from arbiter.core import ArbiterCore
+    from yarn_bridge.arbiter_port import ArbiterPort
 
 __all__ = [
     "DONE",
@@ -284,7 +284,7 @@ class Enforcer:
 
     def __init__(
         self,
-        core: ArbiterCore,
+        core: ArbiterPort,
         rm: RMClient,
         *,
         slack_s: float = DEFAULT_SLACK_S,
@@ -308,8 +308,8 @@ class Enforcer:
             apps = tuple(apps)
             now = self.core.clock()
             snap = self.core.snapshot()
-            registered = frozenset(snap["apps"])
-            held = held_counts(snap["leases"], now)
+            registered = frozenset(snap.apps)
+            held = held_counts(snap.leases, now)
             for app in apps:
                 managed = app.kind == ML and app.live and app.arbiter_id in registered
                 if managed and app.gpus_used is None and app.yarn_id not in self._unreported:
@@ -377,7 +377,7 @@ class Enforcer:
         start sets the count again on its first tick."""
         if not self.gpu_queue or self.state.queue_disabled is not None:
             return None
-        total = self.core.snapshot()["cluster"].num_gpus
+        total = self.core.snapshot().cluster.num_gpus
         try:
             outcome = self._set_queue_gpus(self.gpu_queue, total)
         except RMError as e:

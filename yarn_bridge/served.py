@@ -75,7 +75,7 @@ class ServedArbiter:
         env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
                "ARBITER_QUERY_SERVICE_TOKEN_FILE": str(self.service_token_file),
                **(knobs or {})}  # fmt: skip
-        cmd = [sys.executable, "-m", "arbiter.cli", "serve", "--rm-url", rm_url,
+        cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--rm-url", rm_url,
                "--port", str(self.port), "--journal", str(self.journal),
                "--rm-poll-seconds", str(poll_s), *serve_args]  # fmt: skip
         self.log_path = workdir / "arbiter.log"

@@ -15,9 +15,10 @@ A functional core and a thin shell (``ARCHITECTURE.md`` principle 1):
   the arbiter is told.
 * **Shell**: :class:`Watcher` polls the RM through an :class:`~yarn_bridge.rm.RMClient` (which
   retries, follows RM HA and raises :class:`~yarn_bridge.rm.RMError`) and applies the events to
-  an :class:`~arbiter.core.ArbiterCore`: an ML app that ended -> ``finish_app``; nodes added,
-  lost or resized -> ``update_topology`` with a cluster built from the RM's nodes; a node being
-  decommissioned -> ``drain``; analytics apps and capacity -> ``set_analytics``.
+  the arbiter (:class:`~yarn_bridge.arbiter_port.ArbiterPort`): an ML app that ended ->
+  ``finish_app``; nodes added, lost or resized -> ``update_topology`` with a cluster built from
+  the RM's nodes; a node being decommissioned -> ``drain``; analytics apps and capacity ->
+  ``set_analytics``.
 
 Decisions (the spec and the papers leave these open):
 
@@ -122,7 +123,7 @@ from yarn_bridge.rm import (
 )
 
 if TYPE_CHECKING:
-    from arbiter.core import ArbiterCore
+    from yarn_bridge.arbiter_port import ArbiterPort
 
 __all__ = [
     "ANALYTICS",
@@ -732,7 +733,7 @@ class Watcher:
 
     def __init__(
         self,
-        core: ArbiterCore,
+        core: ArbiterPort,
         rm: RMClient,
         *,
         poll_s: float = 5.0,
@@ -784,7 +785,7 @@ class Watcher:
             # A 404 (an RM restarted without recovery) counts as absence.
             with contextlib.suppress(RMNotFound):
                 apps[app.yarn_id] = app_view(rm.app(app.yarn_id))
-        records = self.core.snapshot()["apps"]
+        records = self.core.snapshot().apps
         bindings = {k: getattr(r, "yarn_app_id", "") for k, r in records.items()}
         forged = sorted(
             y for y, a in apps.items()

@@ -128,7 +128,7 @@ def _submit(app: DemoApp, rm_url: str, arbiter_port: int, jobs: Path, env: dict[
     job = (f"{shlex.quote(sys.executable)} -m arbiter.examples.train_job "
            f"--checkpoint {shlex.quote(str(jobs / (app.name + '.npz')))} "
            f"--samples {app.samples} --step-seconds 0.5")  # fmt: skip
-    cmd = [sys.executable, "-m", "arbiter.cli", "submit", "--rm-url", rm_url,
+    cmd = [sys.executable, "-m", "yarn_arbiter.cli", "submit", "--rm-url", rm_url,
            "--arbiter", f"127.0.0.1:{arbiter_port}", "--gpus", str(app.gpus), "--name", app.name,
            "--queue", "gpu", "--command", job, "--am-jar", str(am_jar),
            "--work-gpu-seconds", str(app.samples / 256 * 0.5)]  # fmt: skip

@@ -1,16 +1,17 @@
-"""``yarn-arbiter``: command-line entry point.
+"""``yarn-arbiter``: the umbrella command line, wiring every package's subcommands together.
 
-Subcommands so far:
-
-* ``demo``: Themis rounds on a declared cluster (no YARN needed): synthetic ML apps report ρ,
-  the worst (1 - f) bid for the free GPUs, a partial-allocation auction decides, leftovers go
-  to the others, leases expire and the next round starts. Each round is printed as a table.
+* ``demo``: the arbiter on a real local YARN (:mod:`yarn_arbiter.yarn_demo`) or, with
+  ``--on standalone``, served alone with example application masters
+  (:mod:`yarn_arbiter.live_demo`).
+* ``rounds``: Themis rounds on a declared cluster (no server): synthetic ML apps report ρ, the
+  worst (1 - f) bid for the free GPUs, a partial-allocation auction decides, leftovers go to the
+  others, leases expire and the next round starts. Each round is printed as a table.
 * ``cluster``: list the shipped cluster specs or describe one (or a YAML file).
-* ``serve``: the gRPC arbiter on a declared cluster (:mod:`arbiter.server`).
+* ``serve``: the gRPC arbiter, alone or with the YARN bridge (:mod:`yarn_arbiter.serve`).
+* ``config``: the configuration keys with their effective values.
 * ``simulate`` / ``compare``: replay a trace under one or several policies
-  (:mod:`arbiter.sim.cli`).
-
-Later issues add ``sweep``, ``submit`` and ``status``.
+  (:mod:`arbiter.sim.cli`); ``admin`` (:mod:`yarn_arbiter.admin_cli`); ``submit``, the
+  bridge's and the local Hadoop's subcommands (:mod:`yarn_bridge`).
 """
 
 from __future__ import annotations
@@ -187,10 +188,10 @@ def _progress(
 
 def _cmd_live_demo(args: argparse.Namespace) -> int:
     if args.on == "yarn":
-        from yarn_bridge.yarn_demo import run_yarn_demo
+        from yarn_arbiter.yarn_demo import run_yarn_demo
 
         return run_yarn_demo(args.workdir, hive=not args.no_hive)
-    from arbiter.live_demo import run_live_demo
+    from yarn_arbiter.live_demo import run_live_demo
 
     if args.apps < 1:
         raise ValueError("--apps must be >= 1")
@@ -247,7 +248,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
     from arbiter.config import load_config
-    from arbiter.server import serve_forever
+    from yarn_arbiter.serve import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     environ = dict(os.environ)
@@ -265,7 +266,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     bridge = bridge_settings(args, environ)  # None unless --rm-url or $YARN_ARBITER_RM_URL
     config = load_config(args.config, environ=environ)
-    return serve_forever(None if bridge else load_cluster(args.cluster), config, bridge=bridge)
+    return serve(None if bridge else load_cluster(args.cluster), config, bridge=bridge)
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
@@ -394,8 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = sub.add_parser("cluster", help="list shipped cluster specs or describe one")
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
     cluster.set_defaults(func=_cmd_cluster)
-    from arbiter.admin_cli import add_parser as add_admin_parser
     from arbiter.sim.cli import add_parsers
+    from yarn_arbiter.admin_cli import add_parser as add_admin_parser
     from yarn_bridge.bridge_cli import add_parsers as add_submit_parser
     from yarn_bridge.cli import add_parsers as add_bridge_parsers
     from yarn_bridge.hadoop_cli import add_parsers as add_hadoop_parsers

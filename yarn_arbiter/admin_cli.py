@@ -37,10 +37,10 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from arbiter.agent_env import ENV_ARBITER_ADDRESS
 from arbiter.tables import format_table
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
-from yarn_bridge.env import ENV_ARBITER_ADDRESS
 
 __all__ = ["ENV_ADMIN_TOKEN", "AdminError", "add_parser", "run_admin"]
 
