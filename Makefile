@@ -37,6 +37,7 @@ demo: $(STAMP) $(JARS)
 
 test: $(STAMP) $(JARS)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 # What a developer runs between commits: no engine, no real cluster.
@@ -50,6 +51,7 @@ test-yarn: $(STAMP) $(JARS)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 protos: $(STAMP)
 	$(BIN)/python -m protos.generate

@@ -233,9 +233,9 @@ def test_diff_acts_on_evidence_at_once_and_on_absence_after_n_polls() -> None:
 def test_docstring_examples() -> None:
     import doctest
 
-    from yarn_bridge import auth, enforcer, submit, watcher
+    from yarn_bridge import auth, enforcer, rm_events, submit
 
-    for module in (watcher, enforcer, submit, auth):
+    for module in (rm_events, enforcer, submit, auth):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
 
