@@ -34,8 +34,8 @@ __all__ = [
     "AppRecord",
     "Journal",
     "JournalCorrupt",
+    "Recovered",
     "SQLiteJournal",
-    "Snapshot",
     "hash_token",
     "lease_id",
     "new_token",
@@ -79,7 +79,7 @@ class AppRecord:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Recovered:
     """Everything :meth:`Journal.load` recovers."""
 
     apps: Mapping[str, AppRecord]
@@ -88,7 +88,7 @@ class Snapshot:
 
 
 class Journal(Protocol):
-    def load(self, gpus: frozenset[str], *, trim_unknown: bool = False) -> Snapshot: ...
+    def load(self, gpus: frozenset[str], *, trim_unknown: bool = False) -> Recovered: ...
 
     def put_app(self, app: AppRecord) -> None: ...
 
@@ -241,7 +241,7 @@ class SQLiteJournal:
 
     # -- reads -------------------------------------------------------------------------
 
-    def load(self, gpus: frozenset[str], *, trim_unknown: bool = False) -> Snapshot:
+    def load(self, gpus: frozenset[str], *, trim_unknown: bool = False) -> Recovered:
         """Recover apps, leases, bids, round and knobs; ``gpus`` is the cluster's GPU set.
 
         A lease on a GPU the cluster does not have means the journal belongs to another
@@ -279,7 +279,7 @@ class SQLiteJournal:
         orphans = sorted({lease.app_id for lease in leases} - set(apps))
         if orphans:
             raise JournalCorrupt(f"journal {self.path}: leases of unknown apps {orphans}")
-        return Snapshot(MappingProxyType(apps), state, MappingProxyType(knobs))
+        return Recovered(MappingProxyType(apps), state, MappingProxyType(knobs))
 
     def close(self) -> None:
         self._db.close()
