@@ -97,7 +97,7 @@ def run_demo(
 ) -> int:
     """Run the demo (module docstring); returns 0, or 1 if a query's rows were wrong."""
     from arbiter.tables import format_table
-    from hive_hooks.cli import ReportingShare, explain_table, format_event, short_plan
+    from hive_hooks.beeline.printing import ReportingShare, explain_table, format_event, short_plan
     from hive_hooks.engine import LocalHiveServer
     from hive_hooks.executor import QueryRunner
     from hive_hooks.output import render

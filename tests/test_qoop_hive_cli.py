@@ -19,15 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from hive_hooks.cli import (
-    CliError,
-    describe_error,
-    is_query,
-    main,
-    parse_share_profile,
-    split_statements,
-    substitute_variables,
-)
+from hive_hooks.beeline.args import parse_share_profile
+from hive_hooks.beeline.errors import CliError, describe_error
+from hive_hooks.beeline.script import is_query, split_statements, substitute_variables
+from hive_hooks.cli import main
 from hive_hooks.jdbc import JdbcUrlError, parse_jdbc_url
 from hive_hooks.output import java_double, render
 

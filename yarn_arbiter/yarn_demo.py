@@ -208,7 +208,7 @@ def run_hive_phase(state: ClusterState, arb: ServedArbiter, workdir: Path,
     """A TPC-H query on the Spark Thrift Server whose executors are YARN containers sized by
     the query's arbiter share, while another tenant's analytics job comes and goes (QOOP's
     1-over-n share halves, then recovers); returns 1 if the query's rows were wrong."""
-    from hive_hooks.cli import ReportingShare, format_event
+    from hive_hooks.beeline.printing import ReportingShare, format_event
     from hive_hooks.demo import matches_one_shot
     from hive_hooks.executor import QueryRunner
     from hive_hooks.registry import CheckpointRegistry
