@@ -380,6 +380,7 @@ class Agent:
         def priced(gpus: frozenset[str], placement: Placement) -> float:
             return waiting if not gpus else self.estimator(gpus, placement)
 
+        assert self.app_id is not None  # offers come in a session, opened after register()
         bid = generate_bid(
             self.app_id,
             self._cluster(held),

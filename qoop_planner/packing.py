@@ -144,7 +144,7 @@ def _compiled(plan: Plan) -> _Compiled:
     if hit is not None and hit[0]() is plan:
         return hit[1]
     cp = _Compiled(plan)
-    _CACHE[key] = (weakref.ref(plan, lambda _r, k=key: _CACHE.pop(k, None)), cp)
+    _CACHE[key] = (weakref.ref(plan, lambda _r: _CACHE.pop(key, None)), cp)
     return cp
 
 
@@ -166,7 +166,7 @@ def _progress_view(progress: Progress) -> tuple[frozenset[int], frozenset[int]]:
         return hit[1], hit[2]
     ck = frozenset(hash(s) for s in progress.checkpointed)
     run = frozenset(hash(s) for s in progress.running)
-    _VIEWS[key] = (weakref.ref(progress, lambda _r, k=key: _VIEWS.pop(k, None)), ck, run)
+    _VIEWS[key] = (weakref.ref(progress, lambda _r: _VIEWS.pop(key, None)), ck, run)
     return ck, run
 
 
@@ -219,6 +219,14 @@ def remaining_tasks(
 class _Result:
     __slots__ = ("completed", "cut", "done", "finish", "first_start", "runs", "t")
 
+    completed: list[int]
+    cut: bool
+    done: list[bool]
+    finish: float
+    first_start: list[float | None]
+    runs: list[list[_Run] | None]
+    t: float
+
 
 class _Run:
     """A run: ``k`` slots of one stage, holding them from wave to wave (module docstring).
@@ -260,7 +268,8 @@ def _simulate(
     res.completed = [0] * n
     res.done = done = [False] * n
     res.first_start = [None] * n
-    res.runs = runs = [None] * n
+    runs: list[list[_Run] | None] = [None] * n
+    res.runs = runs
     res.finish = math.inf
     res.t = 0.0
     res.cut = False
@@ -344,7 +353,9 @@ def _simulate(
         # count the launches of stage s's runs at boundaries <= t
         d = dur[s]
         launched = 0
-        for r in runs[s]:
+        runs_s = runs[s]
+        assert runs_s is not None  # settled only once the stage has a run
+        for r in runs_s:
             if r.nb > t + _EPS:
                 continue
             cnt = int((t - r.nb) / d + _EPS) + 1
@@ -363,7 +374,9 @@ def _simulate(
         nonlocal seq
         d = dur[s]
         rs: list[_Run] = []
-        for r in sorted(runs[s], key=lambda r: r.nb):
+        runs_s = runs[s]
+        assert runs_s is not None  # planned only once the stage has a run
+        for r in sorted(runs_s, key=lambda r: r.nb):
             if rs and r.nb - rs[-1].nb <= _EPS:  # same phase from now on: one run
                 rs[-1].k += r.k
                 rs[-1].segs.extend(r.segs)
@@ -546,12 +559,13 @@ def _simulate(
         return res  # progress counts are for advance()
     end = res.t
     for s in range(n):
-        if runs[s] is None:
+        runs_s = runs[s]
+        if runs_s is None:
             continue
         d = dur[s]
-        res.first_start[s] = runs[s][0].segs[0][0]
+        res.first_start[s] = runs_s[0].segs[0][0]
         total = 0
-        for r in runs[s]:
+        for r in runs_s:
             for st, k, w in r.launches(d):
                 if st + d <= end + _EPS:
                     total += k * min(w, int((end - st - d) / d + _EPS) + 1)
@@ -560,7 +574,7 @@ def _simulate(
 
 
 def _waves(cp: _Compiled, res: _Result) -> tuple[Wave, ...]:
-    out = []
+    out: list[Wave] = []
     for s, rs in enumerate(res.runs):
         d = cp.dur[s]
         for r in rs or ():
@@ -682,9 +696,10 @@ def advance(plan: Plan, progress: Progress, share: Share, seconds: float) -> Pro
             ckpt.add(sig)
             continue
         before = old.get(sig)
+        first_start = res.first_start[i]
         if before is not None:
             done = cp.tasks[i] - rem0[i] + res.completed[i]
             running[sig] = RunningStage(done, before.elapsed_s + res.t)
-        elif res.first_start[i] is not None:
-            running[sig] = RunningStage(res.completed[i], res.t - res.first_start[i])
+        elif first_start is not None:
+            running[sig] = RunningStage(res.completed[i], res.t - first_start)
     return Progress(plan.plan_id, frozenset(ckpt), running)

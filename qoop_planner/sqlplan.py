@@ -110,7 +110,8 @@ class _Planner:
             self.nbr[a] |= 1 << b
             self.nbr[b] |= 1 << a
         self._pred_cols = [p.referenced() for _, p in self.preds]
-        self._memo: dict[tuple[str, int], Any] = {}
+        # (kind, mask or relation index[, column or second mask]) -> width, signature, cost, stage
+        self._memo: dict[tuple[str | int, ...], Any] = {}
         self._tstats = [
             self._table_stats(r.table) if r.kind == "table" else None for r in self.rels
         ]
@@ -178,7 +179,7 @@ class _Planner:
     def _filtered_rows(self, i: int) -> float:
         sel = 1.0
         for f in self.rels[i].filter_exprs:
-            sel *= filter_selectivity(f, lambda c, i=i: self.ndv(i, c), self.cfg)
+            sel *= filter_selectivity(f, lambda c: self.ndv(i, c), self.cfg)
         return max(1.0, self.base_rows[i] * sel)
 
     def _join_sel(self, p: JoinPredicate) -> float:
@@ -628,6 +629,7 @@ def plans_for_graph(
         full = 0
         for a in comp:
             full |= 1 << planner.index[a]
+        entries: list[_Entry] | None
         if len(comp) == 1:
             entries = [_Entry(0.0, planner.index[comp[0]], frozenset())]
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from arbiter.policies.base import Decision, JobView, Policy, PolicyError, Snapshot
 from arbiter.policies.fifo import Fifo
@@ -23,17 +24,17 @@ __all__ = [
 ]
 
 
-def _lazy(module: str, cls: str) -> Callable[..., Policy]:
+def _lazy(module: str, cls: str) -> Callable[..., Policy[Any]]:
     """A factory that imports ``arbiter.policies.<module>`` only when the policy is used."""
 
-    def make(**knobs) -> Policy:
+    def make(**knobs) -> Policy[Any]:
         return getattr(importlib.import_module(f"arbiter.policies.{module}"), cls)(**knobs)
 
     make.__name__ = cls
     return make
 
 
-POLICIES: Mapping[str, Callable[..., Policy]] = {
+POLICIES: Mapping[str, Callable[..., Policy[Any]]] = {
     "fifo": Fifo,
     "las": Las,
     "themis": Themis,
@@ -51,7 +52,7 @@ POLICIES: Mapping[str, Callable[..., Policy]] = {
 }
 
 
-def make_policy(name: str, **knobs) -> Policy:
+def make_policy(name: str, **knobs) -> Policy[Any]:
     """The policy called ``name`` with its knobs (e.g. ``fairness_knob``, ``lease_s``)."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r} (known: {', '.join(sorted(POLICIES))})")

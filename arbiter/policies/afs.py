@@ -438,7 +438,7 @@ def _place_generic(
     for j, have in kept.items():
         extra = shares[j] - len(have)
         perf = jobs[j].perf
-        got = frozenset()
+        got: frozenset[str] = frozenset()
         if extra > 0:
             got = pool.take(extra, perf) or pool.take_any(extra, perf)
             bad = have and got and perf is not None
@@ -505,8 +505,8 @@ class _Afs:
         return self.elastic
 
     def _decide(
-        self, snapshot: Snapshot, *, length_aware: bool, quantum_s: float | None
-    ) -> Decision:
+        self, snapshot: Snapshot[AfsState], *, length_aware: bool, quantum_s: float | None
+    ) -> Decision[AfsState]:
         prev = snapshot.policy_state
         if not isinstance(prev, AfsState):
             prev = AfsState()
@@ -630,7 +630,7 @@ class AfsL(_Afs):
 
     name: str = "afs-l"
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[AfsState]) -> Decision[AfsState]:
         return self._decide(snapshot, length_aware=True, quantum_s=None)
 
 
@@ -646,5 +646,5 @@ class AfsP(_Afs):
         if not (self.quantum_s > 0 and math.isfinite(self.quantum_s)):
             raise ValueError(f"quantum_s must be positive, got {self.quantum_s}")
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[AfsState]) -> Decision[AfsState]:
         return self._decide(snapshot, length_aware=False, quantum_s=self.quantum_s)

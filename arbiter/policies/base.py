@@ -44,11 +44,19 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from arbiter.bids import partitions
 from arbiter.cluster import Cluster
 from arbiter.placement import placement_of
+
+if TYPE_CHECKING:
+    from arbiter.auction import Bid
+    from arbiter.rounds import ArbiterState, RoundOutcome
+
+# What a policy carries from one decide to the next: each policy names its own type (Themis's
+# ThemisState, Tiresias's TiresiasState, ...), None for a policy without memory.
+S = TypeVar("S")
 
 __all__ = [
     "CallForBids",
@@ -113,19 +121,22 @@ class CallForBids:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Generic[S]):
+    """What a policy decides on; ``policy_state`` is what its previous decision returned
+    (None on the first call)."""
+
     now: float
     cluster: Cluster
     jobs: tuple[JobView, ...]  # active jobs, in arrival order
-    policy_state: Any = None
+    policy_state: S | None = None
     # Two-phase (bidding) policies, module docstring: the driver's lease book (an
     # arbiter.rounds.ArbiterState), each app's reported ρ_current, the GPUs each app can use in
     # all (absent: the sum of its jobs' gangs), the bids answering the pending call, and the
     # GPUs the driver lets out (None: every free GPU; the live arbiter leaves drained ones out).
-    book: Any = None
+    book: ArbiterState | None = None
     rho: Mapping[str, float] = field(default_factory=dict)
     demand: Mapping[str, int] = field(default_factory=dict)
-    bids: Mapping[str, Any] = field(default_factory=dict)
+    bids: Mapping[str, Bid] = field(default_factory=dict)
     offerable: frozenset[str] | None = None
 
     @property
@@ -135,9 +146,11 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class Decision:
+class Decision(Generic[S]):
+    """What a policy decided; ``policy_state`` comes back in the next snapshot."""
+
     allocation: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    policy_state: Any = None
+    policy_state: S | None = None
     wake_at: float | None = None  # call me again at this time even if nothing happens
     # job -> (cpus, mem_gb) in total over its machines; absent = GPU-proportional (docstring)
     grants: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -145,7 +158,7 @@ class Decision:
     # auction that closed round ``closed_round`` (an arbiter.rounds.RoundOutcome; None when
     # nobody bid) for the driver to bind to its lease book.
     call: CallForBids | None = None
-    outcome: Any = None
+    outcome: RoundOutcome | None = None
     closed_round: int | None = None
 
     def __post_init__(self) -> None:
@@ -153,7 +166,7 @@ class Decision:
         object.__setattr__(self, "grants", MappingProxyType(dict(self.grants)))
 
 
-class Policy(Protocol):
+class Policy(Protocol[S]):
     """``preemptive`` (optional, default True): False promises the policy never takes GPUs
     from a job, so a driver may skip calling it while no GPU is free. ``two_phase`` (optional,
     default False): the policy allocates leases to apps by calling for bids (module docstring);
@@ -165,7 +178,7 @@ class Policy(Protocol):
     @property
     def round_s(self) -> float | None: ...
 
-    def decide(self, snapshot: Snapshot) -> Decision: ...
+    def decide(self, snapshot: Snapshot[S]) -> Decision[S]: ...
 
 
 def machine_usage(

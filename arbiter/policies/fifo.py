@@ -27,7 +27,7 @@ class Fifo:
     backfill: bool = True
     round_s: float | None = None
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[None]) -> Decision[None]:
         alloc = {j.job_id: j.held for j in snapshot.jobs if j.held}
         pool = FreePool(snapshot.cluster, snapshot.free)
         for job in snapshot.jobs:

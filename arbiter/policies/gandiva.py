@@ -136,13 +136,13 @@ class PlacementRates:
 
 
 def serve_on_availability(
-    snapshot: Snapshot,
+    snapshot: Snapshot[Leases],
     *,
     lease_s: float | None,
     key: KeyFn,
     bound: BoundFn,
     rates: PlacementRates | None = None,
-) -> Decision:
+) -> Decision[Leases]:
     """One call of a Themis-style baseline (module docstring): live leases are kept, everyone
     else competes for the pool, served greedily by ``key`` (ties: arrival, id) one grant at a
     time, offers recomputed after each grant. ``bound(job)`` must be <= ``key(job, offer)`` for
@@ -228,7 +228,7 @@ class Gandiva:
         full cluster); with leases it re-places jobs when their leases end."""
         return self.lease_s is not None
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[Leases]) -> Decision[Leases]:
         def key(job: JobView, offer: Offer) -> float | None:
             return None if offer.score < self.min_score else -offer.score
 

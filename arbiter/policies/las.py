@@ -30,7 +30,7 @@ class Las:
     name: str = "las"
     round_s: float | None = 360.0
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[None]) -> Decision[None]:
         ranked = sorted(snapshot.jobs, key=_rank)
         return Decision(admit_and_place(snapshot, ranked))
 

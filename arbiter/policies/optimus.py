@@ -39,7 +39,7 @@ import math
 from dataclasses import dataclass
 
 from arbiter.policies.base import Decision, JobView, Snapshot
-from arbiter.policies.gandiva import Offer, PlacementRates, serve_on_availability
+from arbiter.policies.gandiva import Leases, Offer, PlacementRates, serve_on_availability
 from arbiter.policies.srtf import estimated_remaining_time
 from arbiter.rounds import DEFAULT_LEASE_SECONDS
 
@@ -63,7 +63,7 @@ class Optimus:
         calls on a full cluster)."""
         return self.lease_s is not None
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[Leases]) -> Decision[Leases]:
         rates = PlacementRates(snapshot.cluster)
         ideal_time: dict[str, float] = {}
 

@@ -60,7 +60,7 @@ class Srtf:
     service: bool = False  # SRSF: rank by remaining time x gang
     round_s: float | None = None
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[None]) -> Decision[None]:
         ideal: dict[tuple[int, int], float] = {}
 
         def key(job: JobView) -> tuple[float, float, str]:

@@ -316,14 +316,13 @@ class _Tune:
             peers = [j for j in self.on[m] if self.above(j, m)]
             if not peers:
                 raise PolicyError(f"synergy-tune: cannot make room on {m} (pigeonhole broken)")
-            victim = min(
-                peers,
-                key=lambda j: (
-                    len(self.gpus[j]),
-                    *(-x for x in self.point[j]),
-                    self.on[m].index(j),
-                ),
-            )
+
+            def key(j: str) -> tuple:
+                at = self.point[j]
+                assert at is not None  # above(j, m): an above-proportional job has a point
+                return (len(self.gpus[j]), *(-x for x in at), self.on[m].index(j))
+
+            victim = min(peers, key=key)
             self.revert(victim)
 
     def single(self, g: int, point: Point | None, check: bool) -> str | None:
@@ -378,10 +377,10 @@ class _Tune:
             return True
         consolidated = any(len(ids) >= req.gang for ids in self.free.values())
         if consolidated:
-            m = self.single(req.gang, point, check)
-            if m is None:
+            server = self.single(req.gang, point, check)
+            if server is None:
                 return False
-            self.commit(req.job_id, {m: self.free[m][: req.gang]}, point)
+            self.commit(req.job_id, {server: self.free[server][: req.gang]}, point)
             return True
         counts = self.split(req.gang, point, check)
         if counts is None:
@@ -397,10 +396,11 @@ class _Tune:
                 m = self.cluster.gpu(gid).machine
                 counts[m] = counts.get(m, 0) + 1
         else:
-            m = self.single(req.gang, point, check=False)
-            counts = {m: req.gang} if m is not None else self.split(req.gang, point, False)
-            if counts is None:
+            server = self.single(req.gang, point, check=False)
+            split = {server: req.gang} if server is not None else self.split(req.gang, point, False)
+            if split is None:
                 raise PolicyError(f"synergy-tune: {req.gang} GPUs for {req.job_id} not free")
+            counts = split
         # Switching a peer that spans servers can take room on a server already cleared, so
         # repeat until every server fits; each pass switches at least one job, at most once.
         while bad := [m for m, k in counts.items() if not self.fits(m, k, point)]:
@@ -569,21 +569,21 @@ def opt_pack(
     optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
     x = np.asarray(h.getSolution().col_value)
     free = _free_gpus(cluster, reqs)
-    gpus: dict[str, list[str]] = {}
+    gpus_of: dict[str, list[str]] = {}
     points: dict[str, Point | None] = {}
     for j, r in enumerate(reqs):
         k = next(k for k in range(len(configs[j])) if x[y[j, k]] > 0.5)
         points[r.job_id] = configs[j][k]
         if r.fixed is not None:
-            gpus[r.job_id] = sorted(r.fixed, key=cluster.index)
+            gpus_of[r.job_id] = sorted(r.fixed, key=cluster.index)
             continue
         ids: list[str] = []
         for i, mach in enumerate(machines):
             cnt = round(x[z[j, k, i]])
             ids.extend(free[mach.name][:cnt])
             free[mach.name] = free[mach.name][cnt:]
-        gpus[r.job_id] = ids
-    return _packing(reqs, cluster, gpus, points, optimal)
+        gpus_of[r.job_id] = ids
+    return _packing(reqs, cluster, gpus_of, points, optimal)
 
 
 def _nearest(configs: list, point: Point | None) -> int:
@@ -624,7 +624,7 @@ class _Synergy:
     order_knobs: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
     round_s: float | None = math.nan  # NaN: the ordering policy's round length
     eps: float = 0.0
-    base: Policy = field(init=False, repr=False, compare=False, hash=False)
+    base: Policy[Any] = field(init=False, repr=False, compare=False, hash=False)
     preemptive: bool = field(init=False, default=True)
 
     def __post_init__(self) -> None:
@@ -649,7 +649,7 @@ class _Synergy:
     def _pack(self, cluster: Cluster, reqs: Sequence[JobRequest], st: SynergyState):
         return tune_pack(cluster, reqs, eps=self.eps), st
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[SynergyState]) -> Decision[SynergyState]:
         st: SynergyState = snapshot.policy_state or SynergyState()
         virtual = st.virtual
         base_snap = replace(

@@ -97,7 +97,7 @@ class Themis:
             raise ValueError(f"lease_s must be positive, got {self.lease_s}")
         object.__setattr__(self, "rounding", Rounding(self.rounding))
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[ThemisState]) -> Decision[ThemisState]:
         now = snapshot.now
         st: ThemisState = snapshot.policy_state or ThemisState()
         book = snapshot.book or ArbiterState(snapshot.cluster.gpu_ids)
@@ -128,9 +128,9 @@ class Themis:
         )  # fmt: skip
         return Decision(holding, ThemisState(call, st.last_bid), call=call)
 
-    def _auction(self, snapshot: Snapshot, st: ThemisState, book: ArbiterState,
+    def _auction(self, snapshot: Snapshot[ThemisState], st: ThemisState, book: ArbiterState,
                  wanting: Mapping[str, int],
-                 holding: Mapping[str, frozenset[str]]) -> Decision:  # fmt: skip
+                 holding: Mapping[str, frozenset[str]]) -> Decision[ThemisState]:  # fmt: skip
         call = st.call
         assert call is not None
         now = snapshot.now

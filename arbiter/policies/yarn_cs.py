@@ -34,7 +34,7 @@ class YarnCapacity:
     round_s: float | None = None
     holds_partial_gangs: bool = True  # containers are held one by one (the live driver keeps them)
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[None]) -> Decision[None]:
         alloc = {j.job_id: j.held for j in snapshot.jobs if j.held}
         pool = FreePool(snapshot.cluster, snapshot.free)
         used: Counter[str] = Counter()

@@ -268,7 +268,7 @@ def _shed_unused(book: ArbiterState, cluster: Cluster, now: float,
     return replace(book, leases=tuple(leases))
 
 
-def _track_apps(st: AgentsState, snapshot: Snapshot) -> AgentsState:
+def _track_apps(st: AgentsState, snapshot: Snapshot[AgentsState]) -> AgentsState:
     """Advance ∫ N_apps dt to now and record apps (and jobs) seen for the first time."""
     now, cluster = snapshot.now, snapshot.cluster
     integral = st.n_integral
@@ -298,7 +298,7 @@ def _track_apps(st: AgentsState, snapshot: Snapshot) -> AgentsState:
                    last_n=len(by_app))  # fmt: skip
 
 
-def _apps(st: AgentsState, snapshot: Snapshot) -> dict[str, _App]:
+def _apps(st: AgentsState, snapshot: Snapshot[AgentsState]) -> dict[str, _App]:
     now, cluster = snapshot.now, snapshot.cluster
     by_app: dict[str, list[JobView]] = {}
     for j in snapshot.jobs:
@@ -330,7 +330,7 @@ class SimulatedAgents:
     def round_s(self) -> float | None:
         return self.policy.round_s
 
-    def decide(self, snapshot: Snapshot) -> Decision:
+    def decide(self, snapshot: Snapshot[AgentsState]) -> Decision[AgentsState]:
         now, cluster = snapshot.now, snapshot.cluster
         policy = self.policy
         st: AgentsState = snapshot.policy_state or AgentsState(ArbiterState(cluster.gpu_ids))

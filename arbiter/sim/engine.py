@@ -54,6 +54,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from arbiter.cluster import Cluster
 from arbiter.placement import placement_of
@@ -215,11 +216,11 @@ def _ideal_rates(cluster: Cluster, jobs: Sequence[SimJob]) -> dict[tuple[int, in
 def simulate(
     jobs: Sequence[SimJob],
     cluster: Cluster,
-    policy: Policy,
+    policy: Policy[Any],
     *,
     round_s: float | None = None,
     progress: bool = False,
-    on_decision: Callable[[Snapshot, Decision], None] | None = None,
+    on_decision: Callable[[Snapshot[Any], Decision[Any]], None] | None = None,
     max_decisions: int | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (module docstring).
@@ -254,7 +255,7 @@ def simulate(
     heap: list[tuple[float, int, str, str, int]] = []  # (t, seq, kind, job_id, version)
     seq = 0
     nxt = 0  # next arrival index
-    state = None
+    state: Any = None
     busy = held_total = 0
     finished = 0
     next_tick = None if rnd is None else 0.0
@@ -271,12 +272,13 @@ def simulate(
 
     t = 0.0
     while nxt < len(order) or active:
-        candidates = []
+        candidates: list[float] = []
         if nxt < len(order):
             candidates.append(order[nxt].arrival_s)
         if heap:
             candidates.append(heap[0][0])
         if rnd is not None and active:
+            assert next_tick is not None  # a number whenever rounds are on
             candidates.append(next_tick)
         if not candidates:
             raise PolicyError(
@@ -320,7 +322,7 @@ def simulate(
         if decide and not preemptive and len(owner) == cluster.num_gpus and not woken:
             decide = False  # a non-preemptive policy can change nothing on a full cluster
         if decide and active:
-            snap = Snapshot(t, cluster, _views(active, app_done, t), state)
+            snap: Snapshot[Any] = Snapshot(t, cluster, _views(active, app_done, t), state)
             decision = policy.decide(snap)
             out.decisions += 1
             if max_decisions is not None and out.decisions > max_decisions:
@@ -347,19 +349,24 @@ def simulate(
 
 def _views(active: dict[str, _Run], app_done: dict[str, float], t: float) -> tuple[JobView, ...]:
     """Views of the active jobs, each with its app's attained service (finished jobs too)."""
-    app_total = {}
+    app_total: dict[str, float] = {}
     for run in active.values():
         app = run.job.app_id
         app_total[app] = app_total.get(app, app_done.get(app, 0.0)) + run.attained_at(t)
     return tuple(r.view(t, app_total[r.job.app_id]) for r in active.values())
 
 
-def _grant(decision: Decision, cluster: Cluster, run: _Run, gpus) -> tuple[float, float] | None:
+def _grant(
+    decision: Decision[Any], cluster: Cluster, run: _Run, gpus
+) -> tuple[float, float] | None:
     """The (cpus, mem_gb) a resource-aware job runs with on ``gpus`` (module docstring)."""
     if not run.aux or len(gpus) < run.job.gang:
         return None
     grant = decision.grants.get(run.job.job_id)
-    return tuple(grant) if grant is not None else cluster.proportional_share(gpus)
+    if grant is None:
+        return cluster.proportional_share(gpus)
+    # tuple() normalises a grant a policy gave as a list; Decision.grants declares it a pair
+    return cast("tuple[float, float]", tuple(grant))
 
 
 def _apply(decision, active, owner, cluster, t, busy, held_total, name, elastic=False):
@@ -500,6 +507,7 @@ def isolated_run(jobs: Sequence[SimJob], cluster: Cluster) -> dict[str, float]:
             )
             n_active += 1
         else:
+            assert g_done is not None  # t_done < t_arr <= inf: some heap set it
             target, job_id = heapq.heappop(heaps[g_done])
             clocks[g_done] = max(clocks[g_done], target)
             jct[job_id] = t - arrival[job_id]
@@ -581,6 +589,7 @@ def isolated_app_run(jobs: Sequence[SimJob], cluster: Cluster) -> dict[str, floa
                 gangs[j.gang] = gangs.get(j.gang, 0) + 1
                 first.setdefault(j.app_id, j.arrival_s)
         else:
+            assert key_done is not None  # t_done < t_arr <= inf: some group set it
             app, g = key_done
             heap = heaps[key_done]
             target, _ = heapq.heappop(heap)

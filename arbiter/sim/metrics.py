@@ -41,6 +41,12 @@ __all__ = [
 ]
 
 
+def _known(value: float | None) -> float:
+    """A time a finished job has (finish, JCT, queueing: it started and finished)."""
+    assert value is not None
+    return value
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in [0, 100]); NaN for no values."""
     if not values:
@@ -113,10 +119,10 @@ def app_rows(result: SimResult) -> list[dict]:
 def summarize(result: SimResult) -> dict:
     """Per-run numbers (JSON-ready). Call :func:`attach_isolated` first for ρ (and ρ_app)."""
     done = [j for j in result.jobs if j.finish_s is not None]
-    jcts = [j.jct_s for j in done]
+    jcts = [_known(j.jct_s) for j in done]
     rhos = [j.rho for j in done if j.rho is not None]
     start = min((j.arrival_s for j in result.jobs), default=0.0)
-    end = max((j.finish_s for j in done), default=start)
+    end = max((_known(j.finish_s) for j in done), default=start)
     makespan = end - start
     busy = sum(j.busy_gpu_s for j in result.jobs)
     running_time = [j.busy_gpu_s / j.gang for j in done]
@@ -135,7 +141,9 @@ def summarize(result: SimResult) -> dict:
         "median_jct_s": percentile(jcts, 50),
         "p95_jct_s": percentile(jcts, 95),
         "p99_jct_s": percentile(jcts, 99),
-        "avg_queueing_s": (sum(j.queueing_s for j in done) / len(done) if done else math.nan),
+        "avg_queueing_s": (
+            sum(_known(j.queueing_s) for j in done) / len(done) if done else math.nan
+        ),
         "avg_rho": sum(rhos) / len(rhos) if rhos else math.nan,
         "median_rho": percentile(rhos, 50),
         "p99_rho": percentile(rhos, 99),
