@@ -199,6 +199,11 @@ def serve_forever(
     """Serve ``cluster`` until SIGTERM/SIGINT. Each ``(description, start)`` of ``attach`` is
     started on the running arbiter (:meth:`RunningArbiter.attach`; the description goes to the
     log) and stopped before it; ``topology_from_rm`` as for :class:`RunningArbiter`."""
+    # The handlers go in before anything serves: a SIGTERM that arrives while the arbiter
+    # starts (a client may already be connected) stops it cleanly once it is up.
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
     token, token_path = admin_token_for(config)
     service_token, service_path = service_token_for(config)
     decider = ProcessDecider() if config["arbiter.auction.worker-process"] else None
@@ -238,9 +243,6 @@ def serve_forever(
         + (f"; metrics at {arbiter.metrics.url}" if arbiter.metrics is not None else ""),
         flush=True,
     )
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
     done.wait()
     arbiter.stop()  # the attachments first
     return 0
