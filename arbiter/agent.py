@@ -4,8 +4,10 @@ An :class:`Agent` sits beside the app scheduler (Hyperband, a single trainer, ..
 registers the app, keeps one ``Session`` stream open, heartbeats, reports ρ, answers every
 offer with one bid computed by the real bid generator (:func:`arbiter.bids.generate_bid`) from
 the app's ρ estimator, and hands allocations and revocations to the app through callbacks. On a
-broken stream it reconnects with exponential backoff (0.1 s doubling to 5 s) and resumes the
-same app with its token; leases are the arbiter's, so nothing is lost across reconnects.
+broken stream it reconnects with exponential backoff (0.1 s doubling to 5 s,
+:data:`arbiter.retry.STREAM_RECONNECT`) and resumes the same app with its token; leases are the
+arbiter's, so nothing is lost across reconnects. Messages are read and written with
+:mod:`arbiter.wire.appmaster`, the servicer's own conversions.
 
 :func:`estimator_from_scheduler` turns an App-Scheduler (Fig. 8) into the ρ estimator with
 Eq. 2 (successive halving) or the performance-curve variant.
@@ -29,14 +31,10 @@ from arbiter.bids import RhoEstimator, generate_bid
 from arbiter.cluster import GPU, Cluster
 from arbiter.fairness import AppScheduler, rho_performance_curve, rho_successive_halving
 from arbiter.placement import LocalityModel, Placement, SlowdownModel, placement_of
+from arbiter.retry import STREAM_RECONNECT, Retry
+from arbiter.wire.appmaster import bid_to_pb, lease_from_pb, offer_from_pb
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
-
-_SOURCES = {
-    pb.LEASE_SOURCE_AUCTION: "auction",
-    pb.LEASE_SOURCE_LEFTOVER: "leftover",
-    pb.LEASE_SOURCE_POLICY: "policy",
-}
 
 __all__ = [
     "Agent",
@@ -100,6 +98,14 @@ class HeldLease:
     start: float
     end: float
     source: str
+
+
+def _held(msg: pb.Lease, source: str | None = None) -> HeldLease:
+    """The lease ``msg`` grants, under the id the arbiter gave it; ``source`` overrides the
+    message's (a renewed lease or a revocation's remainder keeps the original's)."""
+    lease = lease_from_pb(msg)
+    return HeldLease(msg.lease_id, lease.gpus, lease.start, lease.end,
+                     source or lease.source.value)  # fmt: skip
 
 
 def agent_kwargs_from_env(environ: Mapping[str, str] | None = None) -> dict[str, object]:
@@ -226,11 +232,11 @@ class Agent:
             )
 
     def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
+        retry = Retry(STREAM_RECONNECT, stop=self._stop)
+        for _ in retry:
             try:
                 self._session()
-                backoff = 0.1
+                retry.reset()
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else None
                 if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
@@ -239,9 +245,6 @@ class Agent:
                     return
                 log.info("agent %s: stream broke (%s), reconnecting", self.app_id, code)
             self.connected.clear()
-            if self._stop.wait(backoff):
-                return
-            backoff = min(5.0, backoff * 2)
 
     def _session(self) -> None:
         outbox: queue.Queue = queue.Queue()
@@ -315,9 +318,7 @@ class Agent:
                 if rest and not r.HasField("remainder"):
                     self.leases[x.lease_id] = HeldLease(x.lease_id, rest, x.start, x.end, x.source)
             if r.HasField("remainder"):
-                y = r.remainder
-                kept = HeldLease(y.lease_id, frozenset(y.gpu_ids), y.start_unix_s,
-                                 y.end_unix_s, source)  # fmt: skip
+                kept = _held(r.remainder, source)
                 self.leases[kept.lease_id] = kept
             cut = HeldLease(r.lease_id, gone, start, now + max(0.0, r.grace_seconds), source)
             self.leases[cut.lease_id] = cut
@@ -336,11 +337,9 @@ class Agent:
             log.info("agent %s: renewal of %s refused: %s", self.app_id, lease_id,
                      exc.code() if hasattr(exc, "code") else exc)  # fmt: skip
             return None
-        x = reply.lease
         with self._lock:
             old = self.leases.pop(lease_id, None)
-            new = HeldLease(x.lease_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s,
-                            old.source if old else "auction")  # fmt: skip
+            new = _held(reply.lease, old.source if old else "auction")
             self.leases[new.lease_id] = new
             self.history.append(new)
         return new
@@ -367,14 +366,15 @@ class Agent:
         )
         return Cluster("offer", (), gpus)
 
-    def _answer(self, offer: pb.Offer, outbox: queue.Queue) -> None:
-        for g in offer.gpus:
-            self.topology[g.id] = GPU(g.id, g.slot, g.machine, g.rack, g.gpu_type)
+    def _answer(self, msg: pb.Offer, outbox: queue.Queue) -> None:
+        offer, gpus = offer_from_pb(msg)
+        for g in gpus:
+            self.topology[g.id] = g
         self.last_round = max(self.last_round, offer.round)
         if offer.lease_seconds > 0:
             self.lease_seconds = offer.lease_seconds
         held = self.held()
-        offered = frozenset(g.id for g in offer.gpus) - held
+        offered = offer.gpus - held
         waiting = self._rho_waiting() if not held else math.inf
 
         def priced(gpus: frozenset[str], placement: Placement) -> float:
@@ -389,18 +389,13 @@ class Agent:
             demand_max=self.max_gpu_demand,
             held=held,
         )
-        rows = [pb.BidRow(gpu_ids=sorted(k), rho=v) for k, v in bid.rows.items() if k]
-        outbox.put(pb.AgentMessage(bid=pb.Bid(round=offer.round, rho_old=bid.rho_old, rows=rows)))
+        outbox.put(pb.AgentMessage(bid=bid_to_pb(bid, offer.round)))
         self.rounds_bid.append(offer.round)
 
     def _allocated(self, alloc: pb.Allocation, outbox: queue.Queue) -> None:
         now = time.time()
         self.last_round = max(self.last_round, alloc.round)
-        fresh = [
-            HeldLease(x.lease_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s,
-                      _SOURCES.get(x.source, "auction"))
-            for x in alloc.leases
-        ]  # fmt: skip
+        fresh = [_held(x) for x in alloc.leases]
         with self._lock:
             self.leases = {k: v for k, v in self.leases.items() if v.end > now}
             self.leases.update((x.lease_id, x) for x in fresh)

@@ -1,10 +1,18 @@
-"""Arbiter configuration: Hadoop-style property names, one schema, validated at start.
+"""Configuration: Hadoop-style property names in schemas, validated at start.
 
-Sources, later ones winning: the defaults below, a file (Hadoop ``*-site.xml`` with
-``<property><name>/<value>``, or ``key = value`` lines), then environment variables named after
-the key (``arbiter.themis.fairness-knob`` -> ``ARBITER_THEMIS_FAIRNESS_KNOB``). Every value is
-parsed and range-checked at load; an error names the key, the source and the accepted range.
-Unknown ``arbiter.*`` keys are errors too (a typo must not silently fall back to a default).
+A :class:`Schema` is the properties under one key prefix: :data:`SCHEMA` is the arbiter's
+(``arbiter.*``); other packages declare theirs (the YARN bridge's ``yarn.arbiter.bridge.*``,
+the replanner's ``qoop.hive.*``) and a program loads the ones it reads,
+``load_config(path, schemas=(SCHEMA, BRIDGE_SCHEMA))``; this module knows none of them.
+
+Sources, later ones winning: the defaults, a file (Hadoop ``*-site.xml`` with
+``<property><name>/<value>``, or ``key = value`` lines), environment variables named after the
+key (``arbiter.themis.fairness-knob`` -> ``ARBITER_THEMIS_FAIRNESS_KNOB``), then a property's
+older variable names (:attr:`Property.legacy_env`, e.g. ``YARN_ARBITER_RM_URL``). A program's
+flags go last (:meth:`Config.with_value`, the flag as the source). Every value is parsed and
+range-checked at load; an error names the key, the source and the accepted range. A file key
+under a loaded schema's prefix that the schema lacks is an error, and so is one under no loaded
+prefix at all (a typo must not silently fall back to a default).
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -20,7 +28,17 @@ from typing import Any
 
 from arbiter.rounds import DEFAULT_BATCH_WINDOW, DEFAULT_FAIRNESS_KNOB, DEFAULT_LEASE_SECONDS
 
-__all__ = ["SCHEMA", "Config", "ConfigError", "Property", "env_name", "load_config"]
+__all__ = [
+    "SCHEMA",
+    "Config",
+    "ConfigError",
+    "Property",
+    "Schema",
+    "env_name",
+    "load_config",
+    "parse_bool",
+    "parse_knobs",
+]
 
 
 class ConfigError(ValueError):
@@ -29,15 +47,52 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Property:
+    """One key: its default, how its text parses, the range it must be in (``expected`` says
+    it in words) and what it means; ``legacy_env``: older environment variable names, read
+    after the one named after the key (so they win over it)."""
+
     key: str
     default: Any
     parse: Callable[[str], Any]
     check: Callable[[Any], bool]
     expected: str
     help: str
+    legacy_env: tuple[str, ...] = ()
 
 
-def _bool(text: str) -> bool:
+class Schema(Mapping[str, Property]):
+    """The properties under one key prefix (key -> :class:`Property`), and ``check``: a test
+    across keys, given every loaded value, raising :class:`ConfigError`."""
+
+    def __init__(
+        self,
+        prefix: str,
+        properties: Iterable[Property],
+        check: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        self.prefix = prefix
+        self.check = check
+        self._props = {p.key: p for p in properties}
+        outside = [k for k in self._props if not k.startswith(prefix)]
+        if outside:
+            raise ValueError(f"keys {outside} are not under the schema's prefix {prefix!r}")
+
+    def __getitem__(self, key: str) -> Property:
+        return self._props[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._props)
+
+    def __len__(self) -> int:
+        return len(self._props)
+
+    def __repr__(self) -> str:
+        return f"Schema({self.prefix!r}, {len(self)} keys)"
+
+
+def parse_bool(text: str) -> bool:
+    """``true``/``yes``/``1``/``on`` or ``false``/``no``/``0``/``off`` (any case, spaces
+    around allowed); ValueError otherwise. The one boolean syntax of keys and flags."""
     low = text.strip().lower()
     if low in ("true", "yes", "1", "on"):
         return True
@@ -86,214 +141,222 @@ def _finite(v: float) -> bool:
     return math.isfinite(v)
 
 
-SCHEMA: Mapping[str, Property] = MappingProxyType(
-    {
-        p.key: p
-        for p in (
-            Property(
-                "arbiter.policy",
-                "themis",
-                str,
-                _known_policy,
-                "a policy name (yarn-arbiter simulate --help lists them)",
-                "scheduling policy: themis (auctions with Agents) or any seed policy",
-            ),
-            Property(
-                "arbiter.policy.knobs",
-                "",
-                str,
-                _knobs_ok,
-                "name=value pairs separated by commas",
-                "the policy's knobs, e.g. queues=3,promote_knob=8 for tiresias",
-            ),
-            Property(
-                "arbiter.policy.interval.seconds",
-                30.0,
-                float,
-                lambda v: _finite(v) and v > 0,
-                "a number > 0",
-                "how often a non-auction policy decides (also on arrivals and freed GPUs)",
-            ),
-            Property(
-                "arbiter.lease.seconds",
-                DEFAULT_LEASE_SECONDS,
-                float,
-                lambda v: _finite(v) and v > 0,
-                "a number > 0",
-                "GPU lease length (Themis default 10 min, T:1311)",
-            ),
-            Property(
-                "arbiter.themis.fairness-knob",
-                DEFAULT_FAIRNESS_KNOB,
-                float,
-                lambda v: 0.0 <= v <= 1.0,
-                "a number in [0, 1]",
-                "f: the (1 - f) apps with the worst rho bid",
-            ),
-            Property(
-                "arbiter.offer.batch-window.seconds",
-                DEFAULT_BATCH_WINDOW,
-                float,
-                lambda v: _finite(v) and v >= 0,
-                "a number >= 0",
-                "GPUs freed within this window are offered together",
-            ),
-            Property(
-                "arbiter.heartbeat.timeout.seconds",
-                30.0,
-                float,
-                lambda v: _finite(v) and v > 0,
-                "a number > 0",
-                "an Agent silent this long loses its leases",
-            ),
-            Property(
-                "arbiter.revocation.grace.seconds",
-                30.0,
-                float,
-                lambda v: _finite(v) and v >= 0,
-                "a number >= 0",
-                "time to checkpoint before revoked GPUs move",
-            ),
-            Property(
-                "arbiter.auction.rounding",
-                "lease-time",
-                str,
-                lambda v: v in ("lease-time", "count"),
-                "lease-time or count",
-                "how a fractional c_i becomes GPUs (spec B.5 Gap 1)",
-            ),
-            Property(
-                "arbiter.auction.payment-gap",
-                1e-4,
-                float,
-                lambda v: 0.0 <= v <= 0.1,
-                "a number in [0, 0.1]",
-                "optimality gap of the solves that set c_i",
-            ),
-            Property(
-                "arbiter.auction.time-budget.seconds",
-                1.5,
-                float,
-                lambda v: _finite(v) and v >= 0,
-                "a number >= 0",
-                "solving time of one round; past it the best allocation found is used "
-                "(0 = solve every round exactly)",
-            ),
-            Property(
-                "arbiter.auction.worker-process",
-                True,
-                _bool,
-                lambda v: isinstance(v, bool),
-                "true or false",
-                "solve auctions in a niced worker process, off the RPC threads",
-            ),
-            Property(
-                "arbiter.bid.deadline.seconds",
-                5.0,
-                float,
-                lambda v: _finite(v) and v > 0,
-                "a number > 0",
-                "how long Agents have to answer an offer",
-            ),
-            Property(
-                "arbiter.bid.max-rows",
-                32,
-                int,
-                lambda v: 1 <= v <= 4096,
-                "an integer in [1, 4096]",
-                "largest bid table accepted",
-            ),
-            Property(
-                "arbiter.grpc.port",
-                50051,
-                int,
-                lambda v: 0 <= v <= 65535,
-                "a port in [0, 65535]",
-                "gRPC listen port (0: any free port)",
-            ),
-            Property(
-                "arbiter.metrics.port",
-                -1,
-                int,
-                lambda v: -1 <= v <= 65535,
-                "a port in [0, 65535], or -1",
-                "HTTP port of /metrics (Prometheus) and /healthz (-1: off, 0: any free port)",
-            ),
-            Property(
-                "arbiter.metrics.bind-host",
-                "127.0.0.1",
-                str,
-                lambda v: bool(v.strip()),
-                "a host name or address",
-                "address /metrics listens on (0.0.0.0 to expose it)",
-            ),
-            Property(
-                "arbiter.grpc.max-message-bytes",
-                4 * 1024 * 1024,
-                int,
-                lambda v: 1024 <= v <= 256 * 1024 * 1024,
-                "bytes in [1 KiB, 256 MiB]",
-                "largest gRPC message accepted",
-            ),
-            Property(
-                "arbiter.grpc.tls.enabled",
-                False,
-                _bool,
-                lambda v: True,
-                "true or false",
-                "serve TLS (needs cert and key)",
-            ),
-            Property(
-                "arbiter.grpc.tls.cert",
-                "",
-                str,
-                lambda v: True,
-                "a PEM file path",
-                "server certificate chain",
-            ),
-            Property(
-                "arbiter.grpc.tls.key",
-                "",
-                str,
-                lambda v: True,
-                "a PEM file path",
-                "server private key",
-            ),
-            Property(
-                "arbiter.grpc.tls.client-ca",
-                "",
-                str,
-                lambda v: True,
-                "a PEM file path",
-                "CA for client certificates: set it to require mutual TLS",
-            ),
-            Property(
-                "arbiter.admin.token-file",
-                "",
-                str,
-                lambda v: True,
-                "a file path",
-                "file holding the admin credential (generated if empty)",
-            ),
-            Property(
-                "arbiter.query.service-token-file",
-                "",
-                str,
-                lambda v: True,
-                "a file path",
-                "file holding the credential query services (HiveServer2's hooks) register "
-                "queries with (generated if empty)",
-            ),
-            Property(
-                "arbiter.journal.path",
-                "arbiter-journal.db",
-                str,
-                lambda v: bool(v),
-                "a file path",
-                "SQLite journal (WAL) of apps, tokens, leases, bids",
-            ),
+def _check_tls(values: Mapping[str, Any]) -> None:
+    if values["arbiter.grpc.tls.enabled"] and not (
+        values["arbiter.grpc.tls.cert"] and values["arbiter.grpc.tls.key"]
+    ):
+        raise ConfigError(
+            "arbiter.grpc.tls.enabled = true needs arbiter.grpc.tls.cert and arbiter.grpc.tls.key"
         )
-    }
+
+
+SCHEMA = Schema(
+    "arbiter.",
+    (
+        Property(
+            "arbiter.policy",
+            "themis",
+            str,
+            _known_policy,
+            "a policy name (yarn-arbiter simulate --help lists them)",
+            "scheduling policy: themis (auctions with Agents) or any seed policy",
+        ),
+        Property(
+            "arbiter.policy.knobs",
+            "",
+            str,
+            _knobs_ok,
+            "name=value pairs separated by commas",
+            "the policy's knobs, e.g. queues=3,promote_knob=8 for tiresias",
+        ),
+        Property(
+            "arbiter.policy.interval.seconds",
+            30.0,
+            float,
+            lambda v: _finite(v) and v > 0,
+            "a number > 0",
+            "how often a non-auction policy decides (also on arrivals and freed GPUs)",
+        ),
+        Property(
+            "arbiter.lease.seconds",
+            DEFAULT_LEASE_SECONDS,
+            float,
+            lambda v: _finite(v) and v > 0,
+            "a number > 0",
+            "GPU lease length (Themis default 10 min, T:1311)",
+        ),
+        Property(
+            "arbiter.themis.fairness-knob",
+            DEFAULT_FAIRNESS_KNOB,
+            float,
+            lambda v: 0.0 <= v <= 1.0,
+            "a number in [0, 1]",
+            "f: the (1 - f) apps with the worst rho bid",
+        ),
+        Property(
+            "arbiter.offer.batch-window.seconds",
+            DEFAULT_BATCH_WINDOW,
+            float,
+            lambda v: _finite(v) and v >= 0,
+            "a number >= 0",
+            "GPUs freed within this window are offered together",
+        ),
+        Property(
+            "arbiter.heartbeat.timeout.seconds",
+            30.0,
+            float,
+            lambda v: _finite(v) and v > 0,
+            "a number > 0",
+            "an Agent silent this long loses its leases",
+        ),
+        Property(
+            "arbiter.revocation.grace.seconds",
+            30.0,
+            float,
+            lambda v: _finite(v) and v >= 0,
+            "a number >= 0",
+            "time to checkpoint before revoked GPUs move",
+        ),
+        Property(
+            "arbiter.auction.rounding",
+            "lease-time",
+            str,
+            lambda v: v in ("lease-time", "count"),
+            "lease-time or count",
+            "how a fractional c_i becomes GPUs (spec B.5 Gap 1)",
+        ),
+        Property(
+            "arbiter.auction.payment-gap",
+            1e-4,
+            float,
+            lambda v: 0.0 <= v <= 0.1,
+            "a number in [0, 0.1]",
+            "optimality gap of the solves that set c_i",
+        ),
+        Property(
+            "arbiter.auction.time-budget.seconds",
+            1.5,
+            float,
+            lambda v: _finite(v) and v >= 0,
+            "a number >= 0",
+            "solving time of one round; past it the best allocation found is used "
+            "(0 = solve every round exactly)",
+        ),
+        Property(
+            "arbiter.auction.worker-process",
+            True,
+            parse_bool,
+            lambda v: isinstance(v, bool),
+            "true or false",
+            "solve auctions in a niced worker process, off the RPC threads",
+        ),
+        Property(
+            "arbiter.bid.deadline.seconds",
+            5.0,
+            float,
+            lambda v: _finite(v) and v > 0,
+            "a number > 0",
+            "how long Agents have to answer an offer",
+        ),
+        Property(
+            "arbiter.bid.max-rows",
+            32,
+            int,
+            lambda v: 1 <= v <= 4096,
+            "an integer in [1, 4096]",
+            "largest bid table accepted",
+        ),
+        Property(
+            "arbiter.grpc.port",
+            50051,
+            int,
+            lambda v: 0 <= v <= 65535,
+            "a port in [0, 65535]",
+            "gRPC listen port (0: any free port)",
+        ),
+        Property(
+            "arbiter.metrics.port",
+            -1,
+            int,
+            lambda v: -1 <= v <= 65535,
+            "a port in [0, 65535], or -1",
+            "HTTP port of /metrics (Prometheus) and /healthz (-1: off, 0: any free port)",
+        ),
+        Property(
+            "arbiter.metrics.bind-host",
+            "127.0.0.1",
+            str,
+            lambda v: bool(v.strip()),
+            "a host name or address",
+            "address /metrics listens on (0.0.0.0 to expose it)",
+        ),
+        Property(
+            "arbiter.grpc.max-message-bytes",
+            4 * 1024 * 1024,
+            int,
+            lambda v: 1024 <= v <= 256 * 1024 * 1024,
+            "bytes in [1 KiB, 256 MiB]",
+            "largest gRPC message accepted",
+        ),
+        Property(
+            "arbiter.grpc.tls.enabled",
+            False,
+            parse_bool,
+            lambda v: True,
+            "true or false",
+            "serve TLS (needs cert and key)",
+        ),
+        Property(
+            "arbiter.grpc.tls.cert",
+            "",
+            str,
+            lambda v: True,
+            "a PEM file path",
+            "server certificate chain",
+        ),
+        Property(
+            "arbiter.grpc.tls.key",
+            "",
+            str,
+            lambda v: True,
+            "a PEM file path",
+            "server private key",
+        ),
+        Property(
+            "arbiter.grpc.tls.client-ca",
+            "",
+            str,
+            lambda v: True,
+            "a PEM file path",
+            "CA for client certificates: set it to require mutual TLS",
+        ),
+        Property(
+            "arbiter.admin.token-file",
+            "",
+            str,
+            lambda v: True,
+            "a file path",
+            "file holding the admin credential (generated if empty)",
+        ),
+        Property(
+            "arbiter.query.service-token-file",
+            "",
+            str,
+            lambda v: True,
+            "a file path",
+            "file holding the credential query services (HiveServer2's hooks) register "
+            "queries with (generated if empty)",
+        ),
+        Property(
+            "arbiter.journal.path",
+            "arbiter-journal.db",
+            str,
+            lambda v: bool(v),
+            "a file path",
+            "SQLite journal (WAL) of apps, tokens, leases, bids",
+        ),
+    ),
+    check=_check_tls,
 )
 
 
@@ -304,36 +367,65 @@ def env_name(key: str) -> str:
 
 @dataclass(frozen=True)
 class Config:
+    """Validated values by key, where each came from (``default``, a file path, ``$VAR``, a
+    flag, ...), and the schemas they were loaded with."""
+
     values: Mapping[str, Any]
     sources: Mapping[str, str]
+    schemas: tuple[Schema, ...] = (SCHEMA,)
 
     def __getitem__(self, key: str) -> Any:
-        if key not in SCHEMA:
+        if key not in self.values:
             raise KeyError(f"unknown configuration key {key!r}")
         return self.values[key]
+
+    def property(self, key: str) -> Property:
+        """The :class:`Property` of ``key`` in the loaded schemas."""
+        for schema in self.schemas:
+            if key in schema:
+                return schema[key]
+        raise KeyError(f"unknown configuration key {key!r}")
 
     def with_value(self, key: str, text: str, source: str = "runtime") -> Config:
         """A copy with ``key`` set from ``text`` (validated like any other source)."""
         values, sources = dict(self.values), dict(self.sources)
-        values[key] = _parse(key, text, source)
+        values[key] = _parse(_find(key, self.schemas, source), text, source)
         sources[key] = source
-        _check_tls(values)
-        return Config(MappingProxyType(values), MappingProxyType(sources))
+        _check_all(self.schemas, values)
+        return Config(MappingProxyType(values), MappingProxyType(sources), self.schemas)
 
 
-def _parse(key: str, text: str, source: str) -> Any:
-    prop = SCHEMA.get(key)
-    if prop is None:
-        raise ConfigError(f"{source}: unknown configuration key {key!r}")
+def _find(key: str, schemas: Sequence[Schema], source: str) -> Property:
+    """``key``'s property, or the error a key outside the schemas is."""
+    for schema in schemas:
+        if key.startswith(schema.prefix):
+            if key in schema:
+                return schema[key]
+            break
+    else:
+        prefixes = " or ".join(repr(s.prefix) for s in schemas)
+        raise ConfigError(
+            f"{source}: unknown configuration key {key!r} (known keys start with {prefixes})"
+        )
+    raise ConfigError(f"{source}: unknown configuration key {key!r}")
+
+
+def _parse(prop: Property, text: str, source: str) -> Any:
     try:
         value = prop.parse(text.strip())
     except ValueError:
         raise ConfigError(
-            f"{source}: {key} = {text!r} is not {prop.expected} ({prop.help})"
+            f"{source}: {prop.key} = {text!r} is not {prop.expected} ({prop.help})"
         ) from None
     if not prop.check(value):
-        raise ConfigError(f"{source}: {key} = {text!r} is not {prop.expected} ({prop.help})")
+        raise ConfigError(f"{source}: {prop.key} = {text!r} is not {prop.expected} ({prop.help})")
     return value
+
+
+def _check_all(schemas: Sequence[Schema], values: Mapping[str, Any]) -> None:
+    for schema in schemas:
+        if schema.check is not None:
+            schema.check(values)
 
 
 def _read_file(path: Path) -> dict[str, str]:
@@ -362,31 +454,34 @@ def _read_file(path: Path) -> dict[str, str]:
     return out
 
 
-def _check_tls(values: Mapping[str, Any]) -> None:
-    if values["arbiter.grpc.tls.enabled"] and not (
-        values["arbiter.grpc.tls.cert"] and values["arbiter.grpc.tls.key"]
-    ):
-        raise ConfigError(
-            "arbiter.grpc.tls.enabled = true needs arbiter.grpc.tls.cert and arbiter.grpc.tls.key"
-        )
-
-
-def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
-    """Defaults, then ``path`` (if given), then environment overrides; all validated."""
+def load_config(
+    path: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    schemas: Sequence[Schema] = (SCHEMA,),
+) -> Config:
+    """The keys of ``schemas``: defaults, then ``path`` (if given), then environment variables
+    (named after the key, then a property's older names); all validated."""
     environ = os.environ if environ is None else environ
-    values = {k: p.default for k, p in SCHEMA.items()}
-    sources = dict.fromkeys(SCHEMA, "default")
+    schemas = tuple(schemas)
+    prefixes = [s.prefix for s in schemas]
+    for a in prefixes:
+        if any(b != a and b.startswith(a) for b in prefixes) or prefixes.count(a) > 1:
+            raise ValueError(f"schema prefixes overlap: {prefixes}")
+    values = {k: p.default for s in schemas for k, p in s.items()}
+    sources = dict.fromkeys(values, "default")
     if path is not None:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"configuration file {path} does not exist")
         for key, text in _read_file(path).items():
-            values[key] = _parse(key, text, str(path))
+            values[key] = _parse(_find(key, schemas, str(path)), text, str(path))
             sources[key] = str(path)
-    for key in SCHEMA:
-        name = env_name(key)
-        if name in environ:
-            values[key] = _parse(key, environ[name], f"${name}")
-            sources[key] = f"${name}"
-    _check_tls(values)
-    return Config(MappingProxyType(values), MappingProxyType(sources))
+    for schema in schemas:
+        for key, prop in schema.items():
+            for name in (env_name(key), *prop.legacy_env):
+                if name in environ:
+                    values[key] = _parse(prop, environ[name], f"${name}")
+                    sources[key] = f"${name}"
+    _check_all(schemas, values)
+    return Config(MappingProxyType(values), MappingProxyType(sources), schemas)

@@ -99,6 +99,7 @@ class ArbiterCore:
         self.book = LeaseBook(snap.state, journal, now=clock())
         self.shares = ShareHub(self._declared_capacity, service_token=service_token)
         self.scheduler = SchedulerLoop(self.sessions, self.book)
+        self.scheduler.configure(self.config)
         # gRPC calls by method and refusals by status code, counted by the service shell for
         # /metrics (arbiter.metrics); plain counters, no lock (an increment is atomic enough)
         self.rpc_calls: Counter[str] = Counter()
@@ -389,6 +390,7 @@ class ArbiterCore:
             except ConfigError as exc:
                 raise RequestError(Code.INVALID_ARGUMENT, str(exc)) from None
             self.journal.put_knob(key, value)
+            self.scheduler.configure(self.config)
             return key, previous
 
     # ------------------------------------------------------------------ the scheduling loop

@@ -95,9 +95,11 @@ class SchedulerLoop:
 
     # ------------------------------------------------------------------ the policy
 
-    def policy(self, config: Config) -> Policy:
-        """The configured policy, rebuilt (and its state and open round forgotten) when its
-        name or knobs change."""
+    def configure(self, config: Config) -> Policy:
+        """Build the configured policy, again (forgetting its state and the open round) when
+        its name or knobs changed. Called when the configuration changes, never from
+        :meth:`step`: building a policy may read files (Tiresias-Gittins' service
+        distribution), which has no place in the scheduling loop."""
         name, knobs = policy_knobs(config)
         key = (name, repr(sorted(knobs.items())))
         if key != self._policy_key or self._policy is None:
@@ -116,7 +118,8 @@ class SchedulerLoop:
         book.expire(now)
         for app_id in self.sessions.silent(now, config["arbiter.heartbeat.timeout.seconds"]):
             book.end_app(app_id, now)
-        policy = self.policy(config)
+        policy = self._policy
+        assert policy is not None, "configure() builds the policy before the first step"
         if not getattr(policy, "two_phase", False):
             self.pending = None
             self._policy_round(policy, now, config, cluster)

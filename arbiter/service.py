@@ -1,11 +1,12 @@
-"""gRPC shell of the arbiter: proto <-> domain conversion and status codes (spec B.7).
+"""gRPC shell of the arbiter: the three services over the core, and status codes (spec B.7).
 
-The wire is the proto (``protos/yarnarbiter/v1/arbiter.proto``); this module only translates
-between protobuf messages and :class:`arbiter.core.ArbiterCore` calls, reads credentials from
-metadata (``x-app-token``, ``x-admin-token``), and maps :class:`~arbiter.core.RequestError` to
-gRPC status codes. Bad input never reaches the core half-parsed: a malformed bid (NaN or
-non-positive ρ, unknown GPUs, too many rows) is rejected with INVALID_ARGUMENT naming the field,
-and state is unchanged. Every refused credential is logged.
+The wire is the proto (``protos/yarnarbiter/v1/arbiter.proto``); this module only connects
+protobuf messages, converted by :mod:`arbiter.wire` (the same functions the clients use), to
+:class:`arbiter.core.ArbiterCore` calls, reads credentials from metadata (``x-app-token``,
+``x-admin-token``), and maps :class:`~arbiter.core.RequestError` to gRPC status codes. Bad
+input never reaches the core half-parsed: a malformed bid (NaN or non-positive ρ, unknown GPUs,
+too many rows) is rejected with INVALID_ARGUMENT naming the field, and state is unchanged.
+Every refused credential is logged.
 
 :func:`build_server` assembles the gRPC server: the three services, the standard health and
 reflection services, a message-size limit, and TLS / mutual TLS from certificate files.
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import logging
 import math
 import threading
@@ -26,8 +26,7 @@ from grpc_health.v1 import _async as health_async
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from arbiter.auction import Bid
-from arbiter.cluster import GPU, Cluster
+from arbiter.cluster import Cluster
 from arbiter.config import Config
 from arbiter.core import (
     CLOSE,
@@ -38,8 +37,17 @@ from arbiter.core import (
     RequestError,
     Revocation,
 )
-from arbiter.journal import lease_id
-from arbiter.rounds import Lease, LeaseSource
+from arbiter.wire.admin import app_info_to_pb, cluster_state_to_pb
+from arbiter.wire.appmaster import (
+    allocation_to_pb,
+    bid_from_pb,
+    job_from_pb,
+    lease_to_pb,
+    offer_to_pb,
+    revocation_to_pb,
+    session_error_to_pb,
+)
+from arbiter.wire.share import share_change_to_pb
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
@@ -48,12 +56,6 @@ __all__ = ["AdminService", "AppMasterService", "QueryShareService", "build_serve
 log = logging.getLogger("yarn_arbiter.service")
 
 _STATUS = {code: getattr(grpc.StatusCode, code.value) for code in Code}
-_CAUSE = {
-    "subscribed": pb.SHARE_CAUSE_SUBSCRIBED,
-    "job-arrived": pb.SHARE_CAUSE_JOB_ARRIVED,
-    "job-departed": pb.SHARE_CAUSE_JOB_DEPARTED,
-    "capacity-changed": pb.SHARE_CAUSE_CAPACITY_CHANGED,
-}
 
 
 class _CountCalls(grpc.aio.ServerInterceptor):
@@ -98,56 +100,6 @@ async def _abort(context: grpc.aio.ServicerContext, err: RequestError, core: Arb
     await context.abort(_STATUS[err.code], err.message)
 
 
-_SOURCE_TO_PB = {
-    LeaseSource.AUCTION: pb.LEASE_SOURCE_AUCTION,
-    LeaseSource.LEFTOVER: pb.LEASE_SOURCE_LEFTOVER,
-    LeaseSource.POLICY: pb.LEASE_SOURCE_POLICY,
-}
-
-
-def lease_to_pb(lease: Lease) -> pb.Lease:
-    return pb.Lease(
-        lease_id=lease_id(lease),
-        app_id=lease.app_id,
-        gpu_ids=sorted(lease.gpus),
-        start_unix_s=lease.start,
-        end_unix_s=lease.end,
-        round=lease.round,
-        source=_SOURCE_TO_PB[lease.source],
-    )
-
-
-def bid_from_pb(app_id: str, msg: pb.Bid) -> Bid:
-    """A domain Bid from the wire, or RequestError(INVALID_ARGUMENT) naming the field."""
-    rows: dict[frozenset[str], float] = {}
-    if math.isnan(msg.rho_old) or msg.rho_old <= 0:
-        raise RequestError(Code.INVALID_ARGUMENT, f"bid.rho_old must be > 0, got {msg.rho_old}")
-    rows[frozenset()] = msg.rho_old
-    for k, row in enumerate(msg.rows):
-        key = frozenset(row.gpu_ids)
-        if not key or len(key) != len(row.gpu_ids):
-            raise RequestError(
-                Code.INVALID_ARGUMENT, f"bid.rows[{k}].gpu_ids must be non-empty and distinct"
-            )
-        if math.isnan(row.rho) or row.rho <= 0:
-            raise RequestError(
-                Code.INVALID_ARGUMENT, f"bid.rows[{k}].rho must be a positive number, got {row.rho}"
-            )
-        if key in rows:
-            raise RequestError(Code.INVALID_ARGUMENT, f"bid.rows[{k}] repeats a GPU set")
-        rows[key] = row.rho
-    try:
-        return Bid(app_id, rows)
-    except ValueError as exc:
-        raise RequestError(Code.INVALID_ARGUMENT, str(exc)) from None
-
-
-@functools.lru_cache(maxsize=65536)
-def gpu_to_pb(g: GPU) -> pb.Gpu:
-    """The message for GPU ``g`` (cached: GPUs are immutable; callers must not mutate it)."""
-    return pb.Gpu(id=g.id, slot=g.slot, machine=g.machine, rack=g.rack, gpu_type=g.gpu_type)
-
-
 # The core puts one Offer object into every participant's outbox: build its message once.
 _offer_cache: collections.OrderedDict[int, tuple[Offer, pb.ArbiterMessage]] = (
     collections.OrderedDict()
@@ -160,14 +112,7 @@ def _offer_to_pb(item: Offer, cluster: Cluster) -> pb.ArbiterMessage:
         hit = _offer_cache.get(id(item))
         if hit is not None and hit[0] is item:
             return hit[1]
-    msg = pb.ArbiterMessage(
-        offer=pb.Offer(
-            round=item.round,
-            gpus=[gpu_to_pb(cluster.gpu(g)) for g in sorted(item.gpus)],
-            lease_seconds=item.lease_seconds,
-            bid_deadline_unix_s=item.deadline,
-        )
-    )
+    msg = pb.ArbiterMessage(offer=offer_to_pb(item, cluster))
     with _offer_lock:
         _offer_cache[id(item)] = (item, msg)
         while len(_offer_cache) > 8:
@@ -179,26 +124,11 @@ def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
     if isinstance(item, Offer):
         return _offer_to_pb(item, cluster)
     if isinstance(item, Allocation):
-        return pb.ArbiterMessage(
-            allocation=pb.Allocation(
-                round=item.round,
-                leases=[lease_to_pb(x) for x in item.leases],
-                hidden_payment=item.hidden_payment,
-            )
-        )
+        return pb.ArbiterMessage(allocation=allocation_to_pb(item))
     if isinstance(item, Revocation):
-        return pb.ArbiterMessage(
-            revocation=pb.Revocation(
-                lease_id=lease_id(item.lease),
-                gpu_ids=sorted(item.lease.gpus),
-                grace_seconds=item.grace_seconds,
-                reason=item.reason,
-                original_lease_id=lease_id(item.original) if item.original else "",
-                remainder=lease_to_pb(item.remainder) if item.remainder else None,
-            )
-        )
+        return pb.ArbiterMessage(revocation=revocation_to_pb(item))
     if isinstance(item, RequestError):
-        return pb.ArbiterMessage(error=pb.SessionError(code=item.code.value, message=item.message))
+        return pb.ArbiterMessage(error=session_error_to_pb(item))
     raise TypeError(f"cannot send {item!r}")
 
 
@@ -208,16 +138,7 @@ class AppMasterService(rpc.AppMasterServicer):
 
     async def RegisterApp(self, request, context):
         try:
-            jobs = [
-                {
-                    "job_id": j.job_id,
-                    "gang_size": j.gang_size,
-                    "max_gpus": j.max_gpus,
-                    "iters_total": j.iters_total,
-                    "serial_iter_time_s": j.serial_iter_time_s,
-                }
-                for j in request.jobs
-            ]
+            jobs = [job_from_pb(j) for j in request.jobs]
             app_id, token = self.core.register_app(
                 app_name=request.app_name,
                 user=request.user,
@@ -353,19 +274,7 @@ class QueryShareService(rpc.QueryShareServicer):
                 if item is CLOSE:
                     break
                 job_id, change = item
-                share = change.fair_share
-                yield pb.ShareUpdate(
-                    job_id=job_id,
-                    epoch=change.epoch,
-                    fair_share=pb.ResourceVector(
-                        vcores=share.vcores,
-                        memory_mb=share.memory_mb,
-                        disk_mb_per_s=share.disk_mb_per_s,
-                        network_mb_per_s=share.network_mb_per_s,
-                    ),
-                    active_jobs=change.active_jobs,
-                    cause=_CAUSE[change.cause.value],
-                )
+                yield share_change_to_pb(job_id, change)
         finally:
             self.core.unsubscribe_share(request.job_id, q)
 
@@ -390,15 +299,7 @@ class AdminService(rpc.AdminServicer):
 
     async def GetClusterState(self, request, context):
         await self._admin(context)
-        snap = self.core.snapshot()
-        return pb.ClusterState(
-            cluster_name=self.core.cluster.name,
-            gpus=[gpu_to_pb(g) for g in self.core.cluster.gpus],
-            free_gpu_ids=sorted(snap.free),
-            drained_machines=sorted(snap.drained),
-            round=snap.round,
-            policy=self.core.config["arbiter.policy"],
-        )
+        return cluster_state_to_pb(self.core.snapshot(), self.core.config["arbiter.policy"])
 
     async def ListLeases(self, request, context):
         await self._admin(context)
@@ -415,14 +316,10 @@ class AdminService(rpc.AdminServicer):
         now = self.core.clock()
         return pb.ListAppsResponse(
             apps=[
-                pb.AppInfo(
-                    app_id=a.app_id,
-                    app_name=a.app_name,
-                    user=a.user,
-                    queue=a.queue,
-                    max_gpu_demand=a.max_gpu_demand,
+                app_info_to_pb(
+                    a,
                     rho=self.core.rho_current(a.app_id, now),
-                    held_gpu_ids=sorted(self.core.held(a.app_id, now)),
+                    held=self.core.held(a.app_id, now),
                     connected=a.app_id in snap.connected,
                 )
                 for a in snap.apps.values()

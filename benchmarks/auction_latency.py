@@ -43,6 +43,7 @@ from arbiter.auction import PAYMENT_GAP, partial_allocation
 from arbiter.bids import generate_bid
 from arbiter.cluster import load_cluster
 from arbiter.synthetic import random_apps, random_instance
+from arbiter.tables import format_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FULL_GRID = list(itertools.product((4, 16, 64), (16, 64, 256), (8, 16, 32)))
@@ -181,21 +182,20 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\nPA auction latency, {instances} instances per point (ours) / {naive_instances} (naive)"
     )
-    cols = ("apps", "gpus", "rows", "p50 ms", "p95 ms", "naive p50", "speedup", "target")
-    cols += ("c±1% p50", "c±1% p95")
-    header = "".join(f"{c:>11}" for c in cols)
-    print(header)
-    print("-" * len(header))
+    cols = ["apps", "gpus", "rows", "p50 ms", "p95 ms", "naive p50", "speedup", "target"]
+    cols += ["c±1% p50", "c±1% p95"]
+    rows = []
     for r in auction:
         target = ""
         if "target_p95_ms" in r:
             target = f"<={r['target_p95_ms']:.0f} {'ok' if r['meets_target'] else 'MISS'}"
         naive = f"{r['naive_p50_ms']:.1f}" if r["naive_p50_ms"] is not None else "-"
         speed = r["speedup_p50_same_instances"]
-        cells = (r["apps"], r["gpus"], r["rows"], f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}")
-        cells += (naive, f"{speed:.1f}x" if speed else "-", target)
-        cells += (f"{r['coarse_p50_ms']:.1f}", f"{r['coarse_p95_ms']:.1f}")
-        print("".join(f"{c:>11}" for c in cells))
+        cells = [str(r["apps"]), str(r["gpus"]), str(r["rows"]), f"{r['p50_ms']:.1f}"]
+        cells += [f"{r['p95_ms']:.1f}", naive, f"{speed:.1f}x" if speed else "-", target]
+        cells += [f"{r['coarse_p50_ms']:.1f}", f"{r['coarse_p95_ms']:.1f}"]
+        rows.append(cells)
+    print(format_table(cols, rows, align=">", sep="", min_width=11))
     print("\nAgent bid generation (demand 8, <= 32 rows)")
     for b in bids:
         target = f"  target p95 <= {b['target_p95_ms']:.0f} ms" if "target_p95_ms" in b else ""

@@ -43,9 +43,9 @@ from hive_hooks.beeline.errors import (
 )
 
 __all__ = [
-    "DEFAULT_WORKDIR",
     "PID_FILE",
     "build_engine_parser",
+    "default_workdir",
     "engine_jars",
     "engine_start",
     "engine_status",
@@ -56,8 +56,14 @@ __all__ = [
 
 PID_FILE = "qoop-hive-engine.json"
 ENGINE_LOG = "qoop-hive-engine.log"
-DEFAULT_HOME = Path(os.environ.get("QOOP_HIVE_HOME", Path.home() / ".qoop-hive"))
-DEFAULT_WORKDIR = DEFAULT_HOME / "engine"
+
+
+def default_workdir() -> Path:
+    """``engine/`` in ``qoop.hive.home`` (``$QOOP_HIVE_HOME``, else ``~/.qoop-hive``;
+    :mod:`hive_hooks.settings`)."""
+    from hive_hooks.settings import replanner_home
+
+    return replanner_home() / "engine"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -387,11 +393,12 @@ def build_engine_parser() -> Parser:
         help="--hooks-arbiter: the credential the arbiter issued to query services "
         "(arbiter.query.service-token-file)",
     )
+    workdir = default_workdir()
     p.add_argument(
         "--workdir",
-        default=str(DEFAULT_WORKDIR),
+        default=str(workdir),
         metavar="DIR",
-        help=f"warehouse, metastore, logs and pid file (default {DEFAULT_WORKDIR})",
+        help=f"warehouse, metastore, logs and pid file (default {workdir})",
     )
     p.add_argument("--port", type=int, help="start: TCP port (default: a free one)")
     p.add_argument("--driver-memory", default="1g", help="start: JVM heap (default 1g)")

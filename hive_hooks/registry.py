@@ -5,8 +5,9 @@ from (and backtrack to) them (spec ``qoop-themis.md`` A.3, A.4.2; T:498-505, T:6
 engine's own persistence is a table: each finished stage is a ``CREATE TABLE ... AS SELECT`` in
 the checkpoint database (``hive_hooks.executor``). This module remembers those tables across
 client and server restarts, in SQLite (WAL, like the arbiter's journal; ARCHITECTURE.md
-principle 6). Default file: ``~/.qoop-hive/registry.db`` (:func:`default_registry_path`, or the
-``QOOP_HIVE_REGISTRY`` environment variable, or the ``path`` argument).
+principle 6). Default file: ``~/.qoop-hive/registry.db`` (:func:`default_registry_path`: the
+``qoop.hive.registry.path`` key, or the ``QOOP_HIVE_REGISTRY`` environment variable; or the
+``path`` argument).
 
 What it stores:
 
@@ -140,9 +141,11 @@ CREATE INDEX IF NOT EXISTS stage_log_by_query ON stage_log (query_id, id);
 
 
 def default_registry_path() -> Path:
-    """``$QOOP_HIVE_REGISTRY`` if set, else ``~/.qoop-hive/registry.db``."""
-    env = os.environ.get("QOOP_HIVE_REGISTRY")
-    return Path(env).expanduser() if env else Path.home() / ".qoop-hive" / "registry.db"
+    """The ``qoop.hive.registry.path`` key (:mod:`hive_hooks.settings`): ``$QOOP_HIVE_REGISTRY``
+    if set, else the configuration's value, else ``~/.qoop-hive/registry.db``."""
+    from hive_hooks.settings import registry_path
+
+    return registry_path()
 
 
 @dataclass(frozen=True)

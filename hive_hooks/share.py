@@ -23,9 +23,10 @@ Sources:
 * :class:`ArbiterShare`: registers the query with the arbiter's QueryShare service over gRPC
   (``RegisterQuery``, token in ``x-app-token`` metadata), follows ``SubscribeShare`` on a
   background thread, and unregisters at ``end()``. A broken stream is re-subscribed with the same
-  job and token, backing off 0.1 s doubling to 5 s (as :mod:`arbiter.agent` does); until the
-  first update arrives ``current()`` reports the ``initial`` share. The arbiter's epochs are used
-  as they are (strictly increasing per arbiter).
+  job and token, backing off 0.1 s doubling to 5 s (:data:`arbiter.retry.STREAM_RECONNECT`, as
+  the Agent does); until the first update arrives ``current()`` reports the ``initial`` share.
+  Updates are read with :func:`arbiter.wire.share.share_change_from_pb`, the servicer's own
+  conversion. The arbiter's epochs are used as they are (strictly increasing per arbiter).
 
 Decisions: the share vector the planner reads is vcores and memory (GPUs are not in QOOP's
 vector; spec §0). A share of 0 vcores is passed on as it is; the executor still runs one stage
@@ -63,6 +64,9 @@ from typing import Protocol, runtime_checkable
 
 import grpc
 
+from arbiter.retry import STREAM_RECONNECT, Retry
+from arbiter.shares import ShareChange
+from arbiter.wire.share import share_change_from_pb
 from hive_hooks.errors import ShareSourceError
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
@@ -309,6 +313,20 @@ class ScriptedShare:
             self.sleep(max(0.0, wake - now) + 1e-3)
 
 
+def _snapshot(change: ShareChange) -> ShareSnapshot:
+    """The snapshot an arbiter's share change gives the planner: vcores and memory (never
+    negative), the cause as a snake-case word (``job_arrived``)."""
+    return ShareSnapshot(
+        epoch=change.epoch,
+        share=Share(
+            vcores=max(0.0, change.fair_share.vcores),
+            memory_mb=max(0.0, change.fair_share.memory_mb),
+        ),
+        cause=change.cause.value.replace("-", "_"),
+        active_jobs=change.active_jobs,
+    )
+
+
 class ArbiterShare(_Feed):
     """The arbiter's share stream for one query job at a time (module docstring).
 
@@ -380,8 +398,8 @@ class ArbiterShare(_Feed):
             )
 
     def _follow(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
+        retry = Retry(STREAM_RECONNECT, stop=self._stop)
+        for _ in retry:
             stub = rpc.QueryShareStub(self._channel)
             stream = stub.SubscribeShare(
                 pb.SubscribeShareRequest(job_id=self.job_id),
@@ -390,20 +408,14 @@ class ArbiterShare(_Feed):
             self._stream = stream
             try:
                 for u in stream:
-                    backoff = 0.1
+                    retry.reset()
                     self.updates += 1
-                    cause = pb.ShareCause.Name(u.cause).removeprefix("SHARE_CAUSE_").lower()
-                    self._publish(
-                        ShareSnapshot(
-                            epoch=int(u.epoch),
-                            share=Share(
-                                vcores=max(0.0, u.fair_share.vcores),
-                                memory_mb=max(0.0, u.fair_share.memory_mb),
-                            ),
-                            cause=cause,
-                            active_jobs=int(u.active_jobs),
-                        )
-                    )
+                    try:
+                        change = share_change_from_pb(u)
+                    except ValueError as e:  # a malformed update: keep the share, keep following
+                        log.warning("share update of %s ignored: %s", self.job_id, e)
+                        continue
+                    self._publish(_snapshot(change))
                 if self._stop.is_set():
                     return
                 log.info("share stream of %s ended; re-subscribing", self.job_id)
@@ -418,9 +430,6 @@ class ArbiterShare(_Feed):
                     log.error("share stream of %s refused: %s", self.job_id, e.details())
                     return
                 log.info("share stream of %s broke (%s); re-subscribing", self.job_id, e.code())
-            if self._stop.wait(backoff):
-                return
-            backoff = min(5.0, backoff * 2)
 
     def _close_channel(self) -> None:
         ch, self._channel = self._channel, None

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real local YARN (``yarn_bridge.local_hadoop``) for tests marked ``yarn``.
+"""Shared fixtures: a real local YARN (``yarn_bridge.local_hadoop``) for tests marked ``yarn``,
+and a throwaway PKI (``pki``) for the TLS tests. Plain helpers are in the ``support`` package.
 
 ``yarn_cluster`` (session scope) is one ResourceManager and two NodeManagers (4 ``yarn.io/gpu``
 each) started from Hadoop's own jars in a temporary work dir, stopped at the end of the session.
@@ -105,7 +106,7 @@ def make_yarn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
             c.local.down()
 
 
-# -- lease AMs on the real cluster (tests/yarn_helpers.py) -----------------------------------
+# -- lease AMs on the real cluster (tests/support/yarn.py) ------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -119,7 +120,8 @@ def am_jar() -> Path:
 @pytest.fixture
 def arbiter(yarn_cluster, tmp_path: Path) -> Iterator:
     """An arbiter serving the real cluster (5 s leases); YARN apps left running are killed."""
-    from yarn_helpers import KNOBS, Arbiter, wait_for, yarn_gpus_by_node
+    from support import wait_for
+    from support.yarn import KNOBS, Arbiter, yarn_gpus_by_node
 
     from yarn_bridge.rm import RMClient
 
@@ -137,3 +139,14 @@ def arbiter(yarn_cluster, tmp_path: Path) -> Iterator:
                 if not rm.app(yid).is_final:
                     rm.kill_app(yid)
         arb.stop()
+
+
+# -- TLS -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """PEM files of a CA, a ``localhost`` server and a client (``support.pki.make_pki``)."""
+    from support.pki import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))

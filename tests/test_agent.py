@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from test_service import ADMIN, CLUSTER, leases_of, wait_for  # type: ignore[import-not-found]
+from support import wait_for
+from support.arbiter import ADMIN, CLUSTER, hyperband_agent, leases_of
 
-from arbiter.agent import Agent, estimator_from_scheduler
+from arbiter.agent import estimator_from_scheduler
 from arbiter.config import load_config
 from arbiter.fairness import SuccessiveHalving, t_id
 from arbiter.server import RunningArbiter
@@ -26,28 +26,13 @@ def serve(tmp_path: Path, port: int = 0, lease_seconds: float = 2) -> RunningArb
     return RunningArbiter(CLUSTER, load_config(environ=env), admin_token=ADMIN).start()
 
 
-def hyperband_agent(port: int, demand: int) -> Agent:
-    """A successive-halving app (B.9's bracket) priced with Eq. 2."""
-    scheduler = SuccessiveHalving((8, 16, 36), (80.0, 100.0, 100.0, 120.0))
-    started = time.time()
-    estimator = estimator_from_scheduler(
-        scheduler,
-        t_id=t_id(scheduler.budget, CLUSTER.num_gpus, demand, 4.0),
-        job_demand_max=8,
-        elapsed=lambda: time.time() - started,
-    )
-    return Agent(
-        f"localhost:{port}", estimator=estimator, max_gpu_demand=demand, heartbeat_seconds=0.2
-    ).start()
-
-
 def test_agents_bid_and_hold_leases(tmp_path: Path) -> None:
     a = serve(tmp_path)
     agents = [hyperband_agent(a.port, d) for d in (4, 8, 16)]
     try:
         # f = 0.8: one of the three bids per round; the others may be served by leftover.
-        wait_for(lambda: any(x.rounds_bid for x in agents), timeout=10)
-        wait_for(lambda: all(x.leases for x in agents), timeout=10)
+        wait_for("a bid", lambda: any(x.rounds_bid for x in agents), timeout=10)
+        wait_for("leases for all", lambda: all(x.leases for x in agents), timeout=10)
         for x in agents:
             assert not x.errors, x.errors
             held = {g for lease in leases_of(a) if lease.app_id == x.app_id for g in lease.gpu_ids}
@@ -63,14 +48,14 @@ def test_agent_reconnects_and_resumes_after_restart(tmp_path: Path) -> None:
     port = a.port
     agent = hyperband_agent(port, 8)
     try:
-        wait_for(lambda: agent.leases, timeout=10)
+        wait_for("a lease", lambda: agent.leases, timeout=10)
         a.stop(0)
-        wait_for(lambda: not agent.connected.is_set(), timeout=5)
+        wait_for("disconnected", lambda: not agent.connected.is_set(), timeout=5)
         rounds_before = len(agent.rounds_bid)
         b = serve(tmp_path, port)  # same journal, same port
         try:
-            wait_for(agent.connected.is_set, timeout=10)
-            wait_for(lambda: len(agent.rounds_bid) > rounds_before, timeout=10)
+            wait_for("reconnected", agent.connected.is_set, timeout=10)
+            wait_for("a new bid", lambda: len(agent.rounds_bid) > rounds_before, timeout=10)
             assert not agent.errors, agent.errors  # same app id and token after the restart
         finally:
             b.stop(0)
@@ -87,13 +72,14 @@ def test_a_drain_cut_is_booked_and_the_remainder_renews(tmp_path: Path) -> None:
     agent = hyperband_agent(a.port, 16)
     agent.on_revocation = lambda cut, grace: cuts.append((cut, grace))
     try:
-        wait_for(lambda: any(len({CLUSTER.gpu(g).machine for g in x.gpus}) > 1
+        wait_for("a lease over two machines",
+                 lambda: any(len({CLUSTER.gpu(g).machine for g in x.gpus}) > 1
                              for x in agent.leases.values()), timeout=15)  # fmt: skip
         lease = next(x for x in agent.leases.values()
                      if len({CLUSTER.gpu(g).machine for g in x.gpus}) > 1)  # fmt: skip
         machine = CLUSTER.gpu(min(lease.gpus)).machine
         a.core.drain(machine, grace=20.0)
-        wait_for(lambda: cuts, timeout=5)
+        wait_for("a cut", lambda: cuts, timeout=5)
         cut, grace = cuts[0]
         assert grace == 20.0
         assert cut.gpus == {g for g in lease.gpus if CLUSTER.gpu(g).machine == machine}

@@ -3,10 +3,10 @@ analytics apps and capacity reported by the ResourceManager (QOOP's |J| and R)."
 
 from __future__ import annotations
 
-import queue
 from pathlib import Path
 
 import pytest
+from support import Clock, drain
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
@@ -16,16 +16,8 @@ from arbiter.rounds import check_invariants
 from arbiter.shares import Resources, ShareCause
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 500.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def make(tmp_path: Path, spec: str = "nodes:2:2") -> tuple[ArbiterCore, Clock]:
-    clock = Clock()
+    clock = Clock(500.0)
     env = {
         "ARBITER_POLICY": "fifo",
         "ARBITER_LEASE_SECONDS": "100",
@@ -40,13 +32,6 @@ def make(tmp_path: Path, spec: str = "nodes:2:2") -> tuple[ArbiterCore, Clock]:
         clock=clock,
     )
     return core, clock
-
-
-def drain(q: queue.Queue) -> list:
-    out = []
-    while not q.empty():
-        out.append(q.get_nowait())
-    return out
 
 
 def test_finish_app_frees_its_gpus_and_forgets_it(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,18 +17,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_agent import hyperband_agent  # type: ignore[import-not-found]
-from test_service import CLUSTER, wait_for  # type: ignore[import-not-found]
+from support import free_port, wait_for
+from support.arbiter import CLUSTER, hyperband_agent
 
 from arbiter.rounds import ArbiterState, Lease, check_invariants
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def launch(tmp_path: Path, port: int) -> subprocess.Popen:
@@ -64,7 +57,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
     port = free_port()
     rng = random.Random(5)
     server = launch(tmp_path, port)
-    wait_for(lambda: leases(port, token) is not None, timeout=20)
+    wait_for("the server up", lambda: leases(port, token) is not None, timeout=20)
     agents = [hyperband_agent(port, d) for d in (4, 8, 16, 32)]
     granted = 0
     try:
@@ -76,7 +69,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
             server.wait()
             killed_at = time.time()
             server = launch(tmp_path, port)
-            wait_for(lambda: leases(port, token) is not None, timeout=20)
+            wait_for("the server up", lambda: leases(port, token) is not None, timeout=20)
             after = leases(port, token)
             assert after is not None
             domain = tuple(
@@ -97,7 +90,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
             assert not lost, (lost, killed_at)
         assert granted > 0, "no auction granted a lease (the auction worker process failed?)"
         rounds = [len(a.rounds_bid) for a in agents]
-        wait_for(lambda: sum(len(a.rounds_bid) for a in agents) > sum(rounds), timeout=20)
+        wait_for("new bids", lambda: sum(len(a.rounds_bid) for a in agents) > sum(rounds), 20)
         assert all(not a.errors for a in agents), [a.errors for a in agents]
     finally:
         for a in agents:

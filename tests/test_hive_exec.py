@@ -23,7 +23,7 @@ from typing import Any
 
 import grpc
 import pytest
-from hive_helpers import (  # type: ignore[import-not-found]
+from support.hive import (
     Events,
     assert_no_recompute,
     canon,

@@ -13,12 +13,13 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyhive import hive
+from support import wait_for
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
@@ -32,15 +33,6 @@ SERVICE_TOKEN = "hs2-service-credential"
 # a Tez job (an aggregation over a table) whose one row sleeps: long enough to be seen running
 SLOW = ("SELECT COUNT(*) FROM hooks.one WHERE reflect('java.lang.Thread', 'sleep', "
         "CAST({ms} AS BIGINT)) IS NULL")  # fmt: skip
-
-
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := cond()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture(scope="module")

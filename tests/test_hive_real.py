@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hive_helpers import (  # type: ignore[import-not-found]
+from support.hive import (
     Events,
     assert_no_recompute,
     canon,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from support import Clock
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
@@ -183,19 +184,22 @@ def test_registry_is_thread_safe(tmp_path: Path) -> None:
 
 
 def test_scripted_share_follows_the_profile_in_time() -> None:
-    s = ScriptedShare([(0, 8), (0.3, Share(2, 4096)), (0.6, 4)])
+    clock = Clock()  # its sleep moves the clock: each wait_change returns at once
+    s = ScriptedShare([(0, 8), (0.3, Share(2, 4096)), (0.6, 4)], clock=clock, sleep=clock.sleep)
     assert isinstance(s, ShareSource)
     s.begin("q1")
-    t0 = time.monotonic()
+    t0 = clock()
     first = s.current()
     assert (first.epoch, first.share.vcores) == (0, 8.0)
     nxt = s.wait_change(0, timeout=5)
-    t1 = time.monotonic() - t0
+    t1 = clock() - t0
     assert (nxt.epoch, nxt.share) == (1, Share(2, 4096))
-    assert 0.25 <= t1 < 0.6, t1
+    assert 0.3 <= t1 < 0.31, t1  # at the step's time (not before), well before the timeout
     last = s.wait_change(1, timeout=5)
-    assert last.epoch == 2 and 0.55 <= time.monotonic() - t0 < 1.0
+    assert last.epoch == 2 and 0.6 <= clock() - t0 < 0.61
+    t2 = clock()
     assert s.wait_change(2, timeout=0.1).epoch == 2  # the last step lasts forever
+    assert 0.1 <= clock() - t2 < 0.11  # so the wait ends at its timeout
     s.begin("q2")  # the profile restarts for every query
     assert s.current().epoch == 0
     with pytest.raises(ValueError, match="t=0"):

@@ -9,13 +9,13 @@ in it one registered job of the arbiter for as long as it runs.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hive_helpers import canon, connector, run_direct  # type: ignore[import-not-found]
+from support import wait_for
+from support.hive import canon, connector, run_direct
 
 from arbiter.config import load_config
 from arbiter.server import RunningArbiter
@@ -32,15 +32,6 @@ from yarn_bridge.rm import RMClient
 pytestmark = [pytest.mark.yarn, pytest.mark.slow]
 
 TOKEN = "hs2-on-yarn-credential"
-
-
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := cond()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-    return value
 
 
 def hive_apps(rm_url: str, *, live: bool = True) -> list[Any]:
@@ -117,7 +108,7 @@ def test_the_bridge_counts_the_query_not_hiveserver2s_session(
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
-    wait_for("the query registered", lambda: len(arb.core.queries) == 1)
+    wait_for("the query registered", lambda: len(arb.core.queries) == 1, timeout=120)
     assert bridge.tick()  # the bridge polls the RM while the query runs
     sessions = [a for a in bridge.view.apps.values() if a.hs2_session and a.live]
     assert sessions and all(a.queue == "root.analytics" for a in sessions)

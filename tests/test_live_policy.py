@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from support import Clock, drain
 
 from arbiter.cluster import load_cluster
 from arbiter.config import ConfigError, load_config, parse_knobs
@@ -104,14 +105,6 @@ def test_knob_parsing() -> None:
 # --- the core's driver, with an injected clock ------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def core(tmp_path: Path, policy: str, clock: Clock, **extra: str) -> ArbiterCore:
     env = {
         "ARBITER_POLICY": policy,
@@ -126,13 +119,6 @@ def core(tmp_path: Path, policy: str, clock: Clock, **extra: str) -> ArbiterCore
     return ArbiterCore(
         load_cluster("nodes:1:4"), load_config(environ=env), journal, admin_token="x", clock=clock
     )
-
-
-def drain(q: queue.Queue) -> list:
-    out = []
-    while not q.empty():
-        out.append(q.get_nowait())
-    return out
 
 
 def test_fifo_grants_in_registration_order(tmp_path: Path) -> None:
@@ -233,7 +219,7 @@ def test_bad_decision_changes_nothing(tmp_path: Path) -> None:
 
             return Decision({a: frozenset({"nope-gpu"})})
 
-    c.scheduler.policy(c.config)
+    c.scheduler.configure(c.config)
     c.scheduler._policy = Broken()
     c.tick()
     assert c.state.leases == () and c.held(a) == frozenset()
@@ -330,7 +316,7 @@ def test_live_themis_is_the_policy_and_calls_every_app_by_rho(tmp_path: Path) ->
         c.report_rho(app_id, rho)
         apps.append(app_id)
     c.tick()
-    assert isinstance(c.scheduler.policy(c.config), Themis)
+    assert isinstance(c.scheduler.configure(c.config), Themis)
     offered = [i for i, q in enumerate(outs) if any(isinstance(m, Offer) for m in drain(q))]
     assert offered == [1, 2]  # ceil(0.5 x 3) = 2 bidders: the two largest ρ
     rnd = c.scheduler.pending.round

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sim_engine import SPANS, Invariants, _trace
+from support.sim import SPANS, Invariants, random_trace
 
 from arbiter.cluster import Cluster, shorthand_cluster
 from arbiter.placement import Placement, placement_of
@@ -512,7 +512,7 @@ def test_afs_p_counters_quantum_and_evictions(elastic: bool) -> None:
 @pytest.mark.parametrize("name", ["afs-l", "afs-p"])
 def test_gang_mode_invariants_and_work_conservation(name: str, seed: int) -> None:
     cluster = shorthand_cluster("nodes:2:4")
-    jobs = _trace(300 + seed, 30, (1, 1, 2, 3, 4, 8), SPANS[seed % 3])
+    jobs = random_trace(300 + seed, 30, (1, 1, 2, 3, 4, 8), SPANS[seed % 3])
     inv = Invariants(cluster, jobs, partial=False, conserving=True)
     policy = make_policy(name, **({"quantum_s": 40.0} if name == "afs-p" else {}))
     res = simulate(jobs, cluster, policy, on_decision=inv)
@@ -526,7 +526,7 @@ def test_elastic_mode_invariants_on_single_gpu_jobs(name: str, cluster_spec: str
     """Gang-1 jobs run the same in elastic mode on today's engine; ``gavel:2:1:1`` mixes GPU
     types, so placement takes the non-packing path."""
     cluster = shorthand_cluster(cluster_spec)
-    jobs = _trace(400 + seed, 25, (1,), SPANS[seed % 3])
+    jobs = random_trace(400 + seed, 25, (1,), SPANS[seed % 3])
     inv = Invariants(cluster, jobs, partial=False, conserving=True)
     knobs = {"elastic": True, **({"quantum_s": 30.0} if name == "afs-p" else {})}
     res = simulate(jobs, cluster, make_policy(name, **knobs), on_decision=inv)

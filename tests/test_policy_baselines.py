@@ -14,7 +14,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sim_engine import Invariants, _trace  # type: ignore[import-not-found]
+from support.sim import SPANS, Invariants, random_trace
 
 from arbiter.cluster import Cluster, shorthand_cluster
 from arbiter.placement import placement_of
@@ -288,7 +288,7 @@ def test_invariants_on_random_traces(name: str, knobs: dict, seed: int) -> None:
     Optimus never preempt; with leases they re-decide only at arrivals, completions and lease
     ends, and a live lease is never cut."""
     cluster = shorthand_cluster(("nodes:2:4", "nodes:3:2")[seed % 2])
-    jobs = _trace(700 + seed, 25, (1, 1, 2, 3, 4), (60.0, 300.0, 1500.0)[seed % 3])
+    jobs = random_trace(700 + seed, 25, (1, 1, 2, 3, 4), SPANS[seed % 3])
     inv = Invariants(cluster, jobs, partial=False, conserving=True)
     lease_s = knobs.get("lease_s")
     leases_ok = []

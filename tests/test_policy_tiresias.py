@@ -15,7 +15,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sim_engine import Invariants, _trace
+from support.sim import SPANS, Invariants, random_trace
 
 from arbiter.cluster import Cluster, Machine, shorthand_cluster
 from arbiter.datasets import data_root
@@ -455,7 +455,7 @@ def _invariants(name: str, jobs, cluster, **knobs):
 @pytest.mark.parametrize("seed", range(10))
 def test_invariants_random_traces(seed: int) -> None:
     cluster = shorthand_cluster(("nodes:2:4", "nodes:3:3")[seed % 2])
-    jobs = _trace(700 + seed, 30, (1, 1, 2, 3, 4, 8), (60.0, 300.0, 1500.0)[seed % 3])
+    jobs = random_trace(700 + seed, 30, (1, 1, 2, 3, 4, 8), SPANS[seed % 3])
     knobs = {"thresholds": (100.0, 400.0), "promote_knob": (math.inf, 1.0, 4.0)[seed % 3]}
     _invariants("tiresias", jobs, cluster, **knobs)
     _, inv = _invariants("tiresias", jobs, cluster, round_s=20.0, **knobs)
@@ -469,7 +469,7 @@ def test_never_demoted_means_fifo_by_start_and_no_preemption() -> None:
     backfilling); FIFO with backfilling gives the same JCTs on the same trace (one machine, so
     placement cannot differ)."""
     cluster = shorthand_cluster("nodes:1:8")
-    jobs = _trace(800, 30, (1, 2, 4, 8), 300.0)
+    jobs = random_trace(800, 30, (1, 2, 4, 8), 300.0)
     res, _ = _invariants("tiresias", jobs, cluster, thresholds=(1e9,))
     assert sum(preemptions(res).values()) == 0
     fifo = simulate(jobs, cluster, make_policy("fifo"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from support import free_port
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
@@ -23,12 +23,6 @@ from arbiter.rounds import ArbiterState, Lease, LeaseSource, check_invariants
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from yarn_bridge.emulator import RMEmulator
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cluster_state(port: int, token: str, timeout: float = 30.0) -> pb.ClusterState:
@@ -54,7 +48,26 @@ def serve(tmp_path: Path, rm_url: str, port: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--rm-url", rm_url,
            "--port", str(port), "--journal", str(tmp_path / "j.db"),
            "--rm-poll-seconds", "0.5"]  # fmt: skip
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return spawn(cmd, env, tmp_path)
+
+
+def spawn(cmd: list[str], env: dict[str, str], tmp_path: Path) -> subprocess.Popen:
+    """Start ``serve`` with its log in a file (a pipe nobody reads fills up and blocks it)."""
+    log = (tmp_path / "serve.log").open("ab")
+    try:
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    finally:
+        log.close()  # the child keeps its own descriptor
+
+
+def stop(server: subprocess.Popen, tmp_path: Path) -> int:
+    """SIGTERM ``server``; its exit status (its log in the message if it does not stop)."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        return server.wait(30)
+    except subprocess.TimeoutExpired:
+        log = (tmp_path / "serve.log").read_text(errors="replace")[-4000:]
+        raise AssertionError(f"serve did not stop 30 s after SIGTERM; its log:\n{log}") from None
 
 
 @pytest.mark.slow
@@ -72,8 +85,7 @@ def test_serve_takes_its_cluster_from_the_rm_and_follows_it(tmp_path: Path) -> N
         while len(cluster_state(port, "adm").gpus) != 10:
             assert time.monotonic() < deadline, "the new node never reached the arbiter"
             time.sleep(0.3)
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(30) == 0
+        assert stop(server, tmp_path) == 0
         rm.lose_node(node)  # lost while the arbiter is down
         server = serve(tmp_path, url, port)
         assert len(cluster_state(port, "adm").gpus) == 8
@@ -151,7 +163,7 @@ def test_serve_hands_the_auth_header_command_to_the_bridge(tmp_path: Path) -> No
     cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--rm-url", url, "--port", str(port),
            "--journal", str(tmp_path / "j.db"), "--rm-poll-seconds", "0.2",
            "--rm-auth-header-command", f"{sys.executable} {script}"]  # fmt: skip
-    server = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = spawn(cmd, env, tmp_path)
     try:
         assert len(cluster_state(port, "adm").gpus) == 2
         deadline = time.monotonic() + 20
@@ -164,8 +176,7 @@ def test_serve_hands_the_auth_header_command_to_the_bridge(tmp_path: Path) -> No
         assert all(
             r.headers.get("authorization") == "Negotiate c2VydmUtdGlja2V0" for r in rm.requests
         )
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(30) == 0
+        assert stop(server, tmp_path) == 0
     finally:
         server.kill()
         server.wait()

@@ -14,9 +14,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from support import wait_for
+from support.arbiter import ADMIN, CLUSTER, admin_md, channel, leases_of
 
 from arbiter.bids import generate_bid
-from arbiter.cluster import load_cluster
 from arbiter.config import load_config
 from arbiter.fairness import rho_single_job, t_id
 from arbiter.placement import LocalityModel
@@ -24,9 +25,6 @@ from arbiter.rounds import ArbiterState, Lease, check_invariants
 from arbiter.server import RunningArbiter
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
-
-CLUSTER = load_cluster("themis-testbed")
-ADMIN = "admin-secret-for-tests"
 
 
 def start(tmp_path: Path, **overrides: str) -> RunningArbiter:
@@ -47,14 +45,6 @@ def arbiter(tmp_path: Path) -> Iterator[RunningArbiter]:
     a = start(tmp_path)
     yield a
     a.stop(0)
-
-
-def channel(a: RunningArbiter) -> grpc.Channel:
-    return grpc.insecure_channel(f"localhost:{a.port}")
-
-
-def admin_md() -> list[tuple[str, str]]:
-    return [("x-admin-token", ADMIN)]
 
 
 def register(stub: rpc.AppMasterStub, demand: int, name: str = "search") -> pb.RegisterAppResponse:
@@ -133,20 +123,6 @@ class Agent:
         self.stream.cancel()
 
 
-def wait_for(predicate, timeout: float = 10.0) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
-
-
-def leases_of(a: RunningArbiter) -> list[pb.Lease]:
-    admin = rpc.AdminStub(channel(a))
-    return list(admin.ListLeases(pb.ListLeasesRequest(), metadata=admin_md()).leases)
-
-
 def test_health_and_reflection(arbiter: RunningArbiter) -> None:
     health = health_pb2_grpc.HealthStub(channel(arbiter))
     for service in ("", "yarnarbiter.v1.AppMaster", "yarnarbiter.v1.Admin"):
@@ -171,7 +147,7 @@ def test_whole_rounds_give_disjoint_leases(tmp_path: Path) -> None:
                     ARBITER_THEMIS_FAIRNESS_KNOB="0.8")  # fmt: skip
     agents = [Agent(arbiter, d) for d in (2, 4, 8, 8, 16, 32)]
     try:
-        wait_for(lambda: all(a.of_kind("allocation") for a in agents[:2]))
+        wait_for("two allocations", lambda: all(a.of_kind("allocation") for a in agents[:2]), 10)
         leases = leases_of(arbiter)
         domain = tuple(
             Lease(x.app_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s, x.round)
@@ -204,7 +180,8 @@ def test_leases_expire_and_are_reauctioned(tmp_path: Path) -> None:
         return len(seen) >= 3
 
     try:
-        wait_for(rounds_seen, timeout=15)  # leases of 1 s expire and new rounds re-auction
+        # leases of 1 s expire and new rounds re-auction
+        wait_for("re-auction rounds", rounds_seen, timeout=15)
         assert all(x.end_unix_s - x.start_unix_s <= 1.0 + 1e-6 for x in leases_of(a))
     finally:
         for x in agents:
@@ -214,11 +191,15 @@ def test_leases_expire_and_are_reauctioned(tmp_path: Path) -> None:
 
 def test_silent_agent_loses_its_leases(arbiter: RunningArbiter) -> None:
     agent = Agent(arbiter, 4)
+
+    def held() -> bool:
+        return any(x.app_id == agent.app_id for x in leases_of(arbiter))
+
     try:
-        wait_for(lambda: any(x.app_id == agent.app_id for x in leases_of(arbiter)))
+        wait_for("a lease", held, timeout=10)
         agent.silent.set()
-        wait_for(lambda: not any(x.app_id == agent.app_id for x in leases_of(arbiter)), timeout=6)
-        wait_for(agent.closed.is_set, timeout=3)
+        wait_for("the leases gone", lambda: not held(), timeout=6)
+        wait_for("the session closed", agent.closed.is_set, timeout=3)
     finally:
         agent.close()
 
@@ -249,7 +230,7 @@ def test_cross_app_lease_release_is_denied_and_changes_nothing(arbiter: RunningA
     owner = Agent(arbiter, 4)
     other = register(rpc.AppMasterStub(channel(arbiter)), 2)
     try:
-        wait_for(lambda: any(x.app_id == owner.app_id for x in leases_of(arbiter)))
+        wait_for("a lease", lambda: any(x.app_id == owner.app_id for x in leases_of(arbiter)), 10)
         lease = next(x for x in leases_of(arbiter) if x.app_id == owner.app_id)
         with pytest.raises(grpc.RpcError) as err:
             owner.stub.ReleaseLease(
@@ -269,7 +250,7 @@ def test_cross_app_lease_release_is_denied_and_changes_nothing(arbiter: RunningA
 def test_bad_bids_are_rejected_with_the_field_named(arbiter: RunningArbiter) -> None:
     agent = Agent(arbiter, 4, bidding=False)
     try:
-        wait_for(lambda: agent.of_kind("offer"))
+        wait_for("an offer", lambda: agent.of_kind("offer"), 10)
         offer = agent.of_kind("offer")[0]
         gpu = offer.gpus[0].id
         agent.send_bid(
@@ -290,7 +271,7 @@ def test_bad_bids_are_rejected_with_the_field_named(arbiter: RunningArbiter) -> 
             )
         )
         agent.send_bid(pb.Bid(round=offer.round, rho_old=-1.0))
-        wait_for(lambda: len(agent.of_kind("error")) >= 4)
+        wait_for("four errors", lambda: len(agent.of_kind("error")) >= 4, 10)
         errors = agent.of_kind("error")
         assert [e.code for e in errors[:4]] == [
             "INVALID_ARGUMENT",
@@ -322,13 +303,13 @@ def test_share_stream_follows_arrivals_and_departures(arbiter: RunningArbiter) -
             pass
 
     threading.Thread(target=read, daemon=True).start()
-    wait_for(lambda: len(updates) >= 1)
+    wait_for("an update", lambda: len(updates) >= 1, 10)
     q2 = shares.RegisterQuery(pb.RegisterQueryRequest(query_name="q2"))
-    wait_for(lambda: len(updates) >= 2)
+    wait_for("two updates", lambda: len(updates) >= 2, 10)
     shares.UnregisterQuery(
         pb.UnregisterQueryRequest(job_id=q2.job_id), metadata=[("x-app-token", q2.job_token)]
     )
-    wait_for(lambda: len(updates) >= 3)
+    wait_for("three updates", lambda: len(updates) >= 3, 10)
     stream.cancel()
     assert [u.active_jobs for u in updates[:3]] == [1, 2, 1]
     assert updates[0].fair_share.vcores == CLUSTER.vcores  # 384 vCPUs, one job
@@ -372,7 +353,7 @@ def test_restart_recovers_apps_leases_and_tokens(tmp_path: Path) -> None:
     a = start(tmp_path)
     agent = Agent(a, 4)
     try:
-        wait_for(lambda: any(x.app_id == agent.app_id for x in leases_of(a)))
+        wait_for("a lease", lambda: any(x.app_id == agent.app_id for x in leases_of(a)), 10)
         before = {x.lease_id for x in leases_of(a)}
     finally:
         agent.close()
@@ -407,12 +388,12 @@ def test_oversized_and_unknown_inputs(tmp_path: Path) -> None:
         assert "max_gpu_demand" in err.value.details()
         agent = Agent(a, 8, bidding=False)
         try:
-            wait_for(lambda: agent.of_kind("offer"))
+            wait_for("an offer", lambda: agent.of_kind("offer"), 10)
             offer = agent.of_kind("offer")[0]
             ids = [g.id for g in offer.gpus]
             rows = [pb.BidRow(gpu_ids=[g], rho=1.0) for g in ids[:9]]  # 9 rows > limit 8
             agent.send_bid(pb.Bid(round=offer.round, rho_old=math.inf, rows=rows))
-            wait_for(lambda: agent.of_kind("error"))
+            wait_for("an error", lambda: agent.of_kind("error"), 10)
             assert agent.of_kind("error")[0].code == "INVALID_ARGUMENT"
             assert "limit 8" in agent.of_kind("error")[0].message
         finally:
@@ -436,7 +417,7 @@ def test_reconnect_with_resume_resends_missed_allocations(arbiter: RunningArbite
     """An Agent that reconnects saying the last round it saw gets the leases granted since."""
     agent = Agent(arbiter, 4)
     try:
-        wait_for(lambda: agent.of_kind("allocation"))
+        wait_for("an allocation", lambda: agent.of_kind("allocation"), 10)
         held = [x for x in leases_of(arbiter) if x.app_id == agent.app_id]
         first_round = min(x.round for x in held)
     finally:

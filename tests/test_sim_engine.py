@@ -11,16 +11,15 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pytest
+from support.sim import PERF, SPANS, Invariants, random_trace
 
 from arbiter.cluster import Cluster, ClusterSpecError, load_cluster, shorthand_cluster
 from arbiter.datasets import data_root
 from arbiter.placement import placement_of
 from arbiter.policies import make_policy
 from arbiter.policies.base import Decision, PolicyError, Snapshot, check_decision, ideal_rate
-from arbiter.sim.engine import SimResult, isolated_rate, isolated_run, simulate
-from arbiter.sim.perf import GavelModel, SimJob, SlowdownPerf
-
-PERF = SlowdownPerf()
+from arbiter.sim.engine import isolated_rate, isolated_run, simulate
+from arbiter.sim.perf import GavelModel, SimJob
 
 # --- cluster shorthands ---------------------------------------------------------------------
 
@@ -78,93 +77,6 @@ def test_bad_shorthands(spec: str) -> None:
 # --- random traces, invariants --------------------------------------------------------------
 
 
-def _trace(seed: int, n: int, gangs: tuple[int, ...], span: float = 300.0) -> list[SimJob]:
-    rng = random.Random(seed)
-    queues = ("qa", "qb", "qc")
-    return [
-        SimJob(
-            f"j{k:02d}",
-            round(rng.uniform(0, span), 1) if rng.random() < 0.8 else 0.0,
-            rng.choice(gangs),
-            round(rng.uniform(5, 150), 1),
-            PERF,
-            queue=rng.choice(queues),
-        )
-        for k in range(n)
-    ]
-
-
-def _integral(timeline: list[tuple[float, int, int]], col: int) -> float:
-    return sum((b[0] - a[0]) * a[col] for a, b in itertools.pairwise(timeline))
-
-
-class Invariants:
-    """An ``on_decision`` hook checking each decision, plus checks on the finished result."""
-
-    def __init__(self, cluster: Cluster, jobs: list[SimJob], *, partial: bool, conserving: bool):
-        self.cluster = cluster
-        self.gang = {j.job_id: j.gang for j in jobs}
-        self.partial = partial  # the policy may hold fewer GPUs than the gang (YARN hoarding)
-        self.conserving = conserving
-        self.calls = 0
-        self.times: list[float] = []
-        self.last_now = -math.inf
-
-    def __call__(self, snap: Snapshot, decision: Decision) -> None:
-        self.calls += 1
-        self.times.append(snap.now)
-        assert snap.now >= self.last_now  # time never goes back
-        self.last_now = snap.now
-        check_decision(snap, decision)  # the shared rules
-        active = {j.job_id for j in snap.jobs}
-        assert [j.arrival_s for j in snap.jobs] == sorted(j.arrival_s for j in snap.jobs)
-        for view in snap.jobs:  # what the engine applied last time holds too
-            assert len(view.held) <= view.gang
-            assert view.arrival_s <= snap.now
-            assert view.remaining_work is not None and view.remaining_work > 0
-        owner: dict[str, str] = {}
-        for job_id, gpus in decision.allocation.items():
-            assert job_id in active
-            assert gpus <= self.cluster.gpu_ids
-            assert len(gpus) <= self.gang[job_id]
-            if not self.partial:
-                assert not gpus or len(gpus) == self.gang[job_id], (job_id, len(gpus))
-            for g in gpus:
-                assert g not in owner, f"{g} in {owner[g]} and {job_id}"
-                owner[g] = job_id
-        if self.conserving:
-            free = self.cluster.num_gpus - len(owner)
-            waiting = [j for j in snap.jobs if len(decision.allocation.get(j.job_id, ())) < j.gang]
-            assert all(j.gang > free for j in waiting), (
-                snap.now, free, [(j.job_id, j.gang) for j in waiting],
-            )  # fmt: skip
-
-    def check_result(self, jobs: list[SimJob], res: SimResult) -> None:
-        assert self.calls == res.decisions > 0
-        fits = [j for j in jobs if j.gang <= self.cluster.num_gpus]
-        by_id = {r.job_id: r for r in res.jobs}
-        assert sorted(by_id) == sorted(j.job_id for j in fits)
-        assert sorted(res.skipped) == sorted(j.job_id for j in jobs if j not in fits)
-        for j in fits:
-            r = by_id[j.job_id]
-            assert r.finish_s is not None and r.start_s is not None, j
-            ideal = ideal_rate(self.cluster, j.gang, j.perf)
-            assert r.arrival_s <= r.start_s < r.finish_s
-            assert r.jct_s >= j.work / ideal - 1e-6, (j, r)
-            run_time = r.busy_gpu_s / j.gang
-            assert r.finish_s - r.start_s >= run_time - 1e-6
-            assert r.busy_gpu_s <= r.gpu_time_s + 1e-6
-            assert 0 < r.placement_score <= 1 + 1e-9
-            # Work done = ∫ rate dt = placement score x running time x ideal rate.
-            assert r.placement_score * run_time * ideal == pytest.approx(j.work, rel=1e-6)
-        # The timeline accounts for exactly the GPU-seconds the jobs report.
-        tl = res.timeline
-        assert all(0 <= busy <= held <= self.cluster.num_gpus for _, busy, held in tl)
-        assert tl[-1][1:] == (0, 0)
-        assert _integral(tl, 1) == pytest.approx(sum(r.busy_gpu_s for r in res.jobs), rel=1e-9)
-        assert _integral(tl, 2) == pytest.approx(sum(r.gpu_time_s for r in res.jobs), rel=1e-9)
-
-
 def _run(name: str, jobs, cluster, *, partial=False, conserving=False, **kw):
     inv = Invariants(cluster, jobs, partial=partial, conserving=conserving)
     res = simulate(jobs, cluster, make_policy(name, **kw.pop("knobs", {})), on_decision=inv, **kw)
@@ -172,13 +84,11 @@ def _run(name: str, jobs, cluster, *, partial=False, conserving=False, **kw):
     return res, inv
 
 
-SPANS = (60.0, 300.0, 1500.0)  # crowded, busy and sparse arrivals
-
-
 @pytest.mark.parametrize("seed", range(20))
 def test_fifo_invariants_and_work_conservation(seed: int) -> None:
     cluster = shorthand_cluster("nodes:2:4")
-    jobs = [*_trace(seed, 30, (1, 1, 2, 3, 4, 8), SPANS[seed % 3]), SimJob("huge", 5, 9, 10, PERF)]
+    jobs = random_trace(seed, 30, (1, 1, 2, 3, 4, 8), SPANS[seed % 3])
+    jobs.append(SimJob("huge", 5, 9, 10, PERF))
     res, _ = _run("fifo", jobs, cluster, conserving=True)
     assert res.skipped == ["huge"]
     for r in res.jobs:  # non-preemptive: one uninterrupted run on a whole gang
@@ -189,14 +99,14 @@ def test_fifo_invariants_and_work_conservation(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_las_invariants_event_mode_conserving(seed: int) -> None:
     cluster = shorthand_cluster("nodes:2:4")
-    jobs = _trace(100 + seed, 30, (1, 1, 2, 3, 4, 8), SPANS[seed % 3])
+    jobs = random_trace(100 + seed, 30, (1, 1, 2, 3, 4, 8), SPANS[seed % 3])
     _run("las", jobs, cluster, conserving=True, round_s=0)
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_las_invariants_round_mode(seed: int) -> None:
     cluster = shorthand_cluster("nodes:3:4")
-    jobs = _trace(200 + seed, 30, (1, 2, 4, 6, 12), SPANS[seed % 3])
+    jobs = random_trace(200 + seed, 30, (1, 2, 4, 6, 12), SPANS[seed % 3])
     res, inv = _run("las", jobs, cluster, round_s=20.0)
     # Decisions only happen on round ticks (LAS asks for no wake-ups): multiples of 20 s.
     assert res.decisions >= 1 and all(t % 20.0 == 0 for t in inv.times)
@@ -208,7 +118,7 @@ def test_las_invariants_round_mode(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_yarn_cs_invariants(seed: int) -> None:
     cluster = shorthand_cluster(("nodes:2:4", "nodes:3:3")[seed % 2])
-    jobs = _trace(300 + seed, 30, (1, 2, 3, 4, 5, 8), SPANS[seed % 3])
+    jobs = random_trace(300 + seed, 30, (1, 2, 3, 4, 5, 8), SPANS[seed % 3])
     res, _ = _run("yarn-cs", jobs, cluster, partial=True)
     for r in res.jobs:  # never preempted; may hold GPUs idle before it starts
         assert r.preemptions == 0
@@ -218,7 +128,7 @@ def test_yarn_cs_invariants(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(12))
 def test_themis_invariants(seed: int) -> None:
     cluster = shorthand_cluster("nodes:2:4")
-    jobs = _trace(400 + seed, 12, (1, 2, 3, 4, 8), span=(50.0, 200.0, 600.0)[seed % 3])
+    jobs = random_trace(400 + seed, 12, (1, 2, 3, 4, 8), span=(50.0, 200.0, 600.0)[seed % 3])
     lease = (40.0, 13.0)[seed % 2]
     knob = (0.8, 0.8, 0.0)[seed % 3]  # f = 0: every app with unmet demand bids
 
@@ -270,7 +180,7 @@ def test_gavel_heterogeneous_invariants() -> None:
 )
 def test_deterministic(name: str, kw: dict, n: int) -> None:
     cluster = shorthand_cluster("nodes:2:4")
-    jobs = _trace(500, n, (1, 2, 3, 4, 8), span=200.0)
+    jobs = random_trace(500, n, (1, 2, 3, 4, 8), span=200.0)
 
     def finishes(trace):
         res = simulate(trace, cluster, make_policy(name), **kw)
@@ -514,7 +424,7 @@ def test_isolated_type_without_throughput_is_left_out() -> None:
 def test_isolated_run_against_a_brute_force_processor_sharing(seed: int) -> None:
     """Same JCTs as a naive fixed-step simulation of egalitarian processor sharing."""
     cluster = shorthand_cluster("nodes:2:4")
-    jobs = _trace(600 + seed, 12, (1, 2, 3, 4, 8), span=200.0)
+    jobs = random_trace(600 + seed, 12, (1, 2, 3, 4, 8), span=200.0)
     got = isolated_run(jobs, cluster)
     c = cluster.num_gpus
     remaining = {j.job_id: j.work / isolated_rate(cluster, j) for j in jobs}  # seconds alone

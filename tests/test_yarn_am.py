@@ -27,7 +27,8 @@ from typing import TypeVar
 
 import httpx
 import pytest
-from yarn_helpers import (  # type: ignore[import-not-found]
+from support import wait_for
+from support.yarn import (
     Arbiter,
     am_log,
     app_gpus,
@@ -35,7 +36,6 @@ from yarn_helpers import (  # type: ignore[import-not-found]
     gpus_by_machine,
     gpus_by_node,
     submit_job,
-    wait_for,
     yarn_app,
     yarn_gpus_by_node,
 )

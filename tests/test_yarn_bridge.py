@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tls import pki  # type: ignore[import-not-found]  # noqa: F401  (the fixture)
+from support import Clock, drain
 
 from arbiter.config import load_config
 from arbiter.core import CLOSE, ArbiterCore, RequestError, Revocation
@@ -85,14 +85,6 @@ FAST: dict[str, Any] = {"timeout": 1.0, "deadline": 2.0, "backoff": 0.02, "max_b
 TOTAL = Resources(64.0, 131072.0)  # the emulator's 2 nodes x (32 vcores, 65536 MB)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def make_core(tmp_path: Path, cluster, clock: Clock) -> ArbiterCore:
     env = {
         "ARBITER_POLICY": "fifo",
@@ -108,13 +100,6 @@ def make_core(tmp_path: Path, cluster, clock: Clock) -> ArbiterCore:
         admin_token="adm",
         clock=clock,
     )
-
-
-def drain(q: queue.Queue) -> list:
-    out = []
-    while not q.empty():
-        out.append(q.get_nowait())
-    return out
 
 
 @pytest.fixture
@@ -865,7 +850,7 @@ def test_submit_end_to_end(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> 
 
 
 def test_submit_over_tls(tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    certs: dict[str, Path] = request.getfixturevalue("pki")  # test_tls: CA, server, client
+    certs: dict[str, Path] = request.getfixturevalue("pki")  # conftest: CA, server, client
     sim = RecordingCluster(nodes=1, gpus_per_node=2, manual_clock=True)
     with RMEmulator(sim) as emu:
         env = {

@@ -7,7 +7,8 @@ import io
 import re
 
 import pytest
-from yarn_helpers import wait_for, yarn_gpus_by_node  # type: ignore[import-not-found]
+from support import wait_for
+from support.yarn import yarn_gpus_by_node
 
 from yarn_arbiter.yarn_demo import DEMO_APPS, run_yarn_demo
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-from yarn_helpers import (  # type: ignore[import-not-found]
+from support import wait_for
+from support.yarn import (
     KNOBS,
     Arbiter,
     final,
     gpus_by_machine,
     submit_job,
-    wait_for,
     yarn_app,
     yarn_gpus_by_node,
 )

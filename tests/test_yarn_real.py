@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from yarn_helpers import wait_for  # type: ignore[import-not-found]
+from support import wait_for
 
 from arbiter.config import load_config
 from arbiter.core import ArbiterCore

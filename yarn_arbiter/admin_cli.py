@@ -39,6 +39,7 @@ from google.protobuf.json_format import MessageToDict
 
 from arbiter.agent_env import ENV_ARBITER_ADDRESS
 from arbiter.tables import format_table
+from arbiter.wire.appmaster import lease_source_from_pb
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
@@ -46,11 +47,11 @@ __all__ = ["ENV_ADMIN_TOKEN", "AdminError", "add_parser", "run_admin"]
 
 ENV_ADMIN_TOKEN = "YARN_ARBITER_ADMIN_TOKEN"
 DEFAULT_ADDRESS = "localhost:50051"
-_SOURCE = {
-    pb.LEASE_SOURCE_AUCTION: "auction",
-    pb.LEASE_SOURCE_LEFTOVER: "leftover",
-    pb.LEASE_SOURCE_POLICY: "policy",
-}
+
+
+def _source_name(value: int) -> str:
+    source = lease_source_from_pb(value)
+    return source.value if source is not None else "?"
 
 
 class AdminError(RuntimeError):
@@ -154,7 +155,7 @@ def _leases_text(reply: pb.ListLeasesResponse, now: float) -> str:
         [
             lease.lease_id,
             lease.app_id,
-            _SOURCE.get(lease.source, "?"),
+            _source_name(lease.source),
             str(lease.round),
             str(len(lease.gpu_ids)),
             f"{max(0.0, lease.end_unix_s - now):.1f}",

@@ -29,7 +29,7 @@ from pathlib import Path
 from arbiter.auction import Rounding
 from arbiter.bids import generate_bid
 from arbiter.cluster import Cluster, ClusterSpecError, load_cluster, shipped_specs
-from arbiter.config import env_name
+from arbiter.config import Schema, env_name
 from arbiter.placement import placement_of
 from arbiter.rounds import (
     DEFAULT_FAIRNESS_KNOB,
@@ -264,25 +264,37 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         environ[env_name("arbiter.metrics.port")] = str(args.metrics_port)
     from yarn_bridge.bridge_cli import bridge_settings
 
-    bridge = bridge_settings(args, environ)  # None unless --rm-url or $YARN_ARBITER_RM_URL
-    config = load_config(args.config, environ=environ)
+    config = load_config(args.config, environ=environ, schemas=config_schemas())
+    bridge = bridge_settings(args, environ, config)  # None unless an RM URL is set
     return serve(None if bridge else load_cluster(args.cluster), config, bridge=bridge)
+
+
+def config_schemas() -> tuple[Schema, ...]:
+    """Every package's configuration keys: the arbiter's (``arbiter.*``), the YARN bridge's
+    (``yarn.arbiter.bridge.*``) and the replanner's (``qoop.hive.*``). ``serve`` and
+    ``config`` load all of them, so one file may hold them all and both judge it alike."""
+    from arbiter.config import SCHEMA
+    from hive_hooks.settings import REPLANNER_SCHEMA
+    from yarn_bridge.settings import BRIDGE_SCHEMA
+
+    return (SCHEMA, BRIDGE_SCHEMA, REPLANNER_SCHEMA)
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
     """Every configuration key with its effective value, where it came from, and its meaning;
     a bad file or environment value fails here with the same error ``serve`` would give."""
-    from arbiter.config import SCHEMA, load_config
+    from arbiter.config import load_config
 
-    config = load_config(args.config)
-    keys = [k for k in SCHEMA if not args.key or any(part in k for part in args.key)]
+    config = load_config(args.config, schemas=config_schemas())
+    keys = [k for k in config.values if not args.key or any(part in k for part in args.key)]
     if not keys:
         raise ValueError(f"no configuration key contains {' or '.join(args.key)!r}")
     rows = []
     for key in keys:
-        prop, value = SCHEMA[key], config[key]
+        prop, value = config.property(key), config[key]
         shown = "" if value is None else str(value).lower() if isinstance(value, bool) else value
-        rows.append([key, str(shown), config.sources[key], env_name(key), prop.help])
+        variables = ", ".join((env_name(key), *prop.legacy_env))
+        rows.append([key, str(shown), config.sources[key], variables, prop.help])
     print(format_table(["key", "value", "source", "environment", "meaning"], rows))
     return 0
 
@@ -354,9 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
         "serve",
         help="run the arbiter (gRPC) on a declared cluster, standalone",
         description="Serve the arbiter's gRPC API (AppMaster, QueryShare, Admin, health, "
-        "reflection) for a declared cluster, with a durable journal. Settings come from "
-        "--config (Hadoop *-site.xml or key=value), then ARBITER_* environment variables, "
-        "then the flags below.",
+        "reflection) for a declared cluster, with a durable journal. Settings, later ones "
+        "winning: the defaults, --config (Hadoop *-site.xml or key=value), the environment "
+        "variables named after the keys (ARBITER_*, YARN_ARBITER_BRIDGE_*), the older "
+        "YARN_ARBITER_RM_URL, then the flags below.",
     )
     serve.add_argument("--cluster", default="themis-testbed", help="spec name or YAML path")
     serve.add_argument("--port", type=int, help="listen port (arbiter.grpc.port)")
@@ -384,10 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser(
         "config",
         help="list the configuration keys with their effective values, or check a config file",
-        description="Print every arbiter.* key: its effective value (defaults, then --config, "
-        "then ARBITER_* environment variables, as serve reads them), where the value came "
-        "from, the environment variable that sets it, and what it means. A malformed value "
-        "fails with the error serve would give, naming the key and its source.",
+        description="Print every key (arbiter.*, the YARN bridge's yarn.arbiter.bridge.*, the "
+        "replanner's qoop.hive.*): its effective value (defaults, then --config, then the "
+        "environment variables, as serve reads them; serve's flags go over them), where the "
+        "value came from, the environment variables that set it, and what it means. A "
+        "malformed value fails with the error serve would give, naming the key and its source.",
     )
     config.add_argument("--config", help="configuration file (arbiter-site.xml or key=value)")
     config.add_argument("key", nargs="*", help="only keys containing one of these strings")

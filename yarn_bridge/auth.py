@@ -22,6 +22,9 @@ that hook for ``yarn-arbiter serve`` and ``yarn-arbiter submit``:
   use it as the hook itself, for a Python SPNEGO library (``requests-gssapi``'s / ``pyspnego``'s
   token generation) without a process per request.
 
+``yarn-arbiter serve`` takes both from its configuration too (``yarn.arbiter.bridge.rm.auth.*``,
+:mod:`yarn_bridge.settings`; a flag wins) and builds the hook with :func:`auth_hook`.
+
 Decisions: both forms because a command suits an operator's existing ``kinit`` + script setup
 and an import suits a library; one or the other, not both (an error). Tokens are never logged:
 error messages carry the command's exit status and standard error, never its standard output.
@@ -48,6 +51,7 @@ __all__ = [
     "ENV_REQUEST_METHOD",
     "ENV_REQUEST_URL",
     "add_auth_arguments",
+    "auth_hook",
     "auth_hook_from_args",
     "header_command_hook",
     "import_hook",
@@ -155,7 +159,6 @@ def add_auth_arguments(group: Any) -> None:
     group.add_argument(
         "--rm-auth-cache-seconds",
         type=float,
-        default=0.0,
         help="reuse the command's headers per RM host for this long (default 0: every request)",
     )
     group.add_argument(
@@ -165,16 +168,22 @@ def add_auth_arguments(group: Any) -> None:
     )
 
 
-def auth_hook_from_args(args: argparse.Namespace) -> AuthHook | None:
-    """The hook ``args`` ask for (``None``: none). ``ValueError`` if both forms are given."""
-    command = getattr(args, "rm_auth_header_command", None)
-    spec = getattr(args, "rm_auth_hook", None)
+def auth_hook(command: str | None, spec: str | None, cache_seconds: float = 0.0) -> AuthHook | None:
+    """The hook a header command or a ``module:function`` asks for (``None``: neither).
+    ``ValueError`` if both are given."""
     if command and spec:
         raise ValueError("give --rm-auth-header-command or --rm-auth-hook, not both")
     if command:
-        return header_command_hook(
-            command, cache_seconds=getattr(args, "rm_auth_cache_seconds", 0.0) or 0.0
-        )
+        return header_command_hook(command, cache_seconds=cache_seconds)
     if spec:
         return import_hook(spec)
     return None
+
+
+def auth_hook_from_args(args: argparse.Namespace) -> AuthHook | None:
+    """The hook ``args`` ask for (``None``: none). ``ValueError`` if both forms are given."""
+    return auth_hook(
+        getattr(args, "rm_auth_header_command", None),
+        getattr(args, "rm_auth_hook", None),
+        getattr(args, "rm_auth_cache_seconds", 0.0) or 0.0,
+    )

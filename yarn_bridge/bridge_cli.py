@@ -12,10 +12,12 @@
   exists, so a journal's leases are recovered against the GPUs YARN really has. It waits for an
   RM that does not answer yet and then fails: neither the declared spec (GPUs YARN does not
   have) nor an empty cluster (the journal refuses leases on unknown GPUs) is a safe guess.
-* :func:`add_serve_arguments` / :func:`bridge_settings` give ``serve`` its ``--rm-url`` (or
-  ``YARN_ARBITER_RM_URL``) and the bridge's knobs, so the wiring in ``yarn_arbiter/cli.py`` is three
-  lines. ``--analytics-queue`` names the queue(s) whose capacity is the analytics share's R
-  (default ``analytics``, the compose cluster's; :mod:`yarn_bridge.watcher`).
+* :func:`add_serve_arguments` / :func:`bridge_settings` give ``serve`` its ``--rm-url`` and the
+  bridge's knobs: each flag sets a ``yarn.arbiter.bridge.*`` key of the configuration
+  (:mod:`yarn_bridge.settings`) and wins over the file and the environment
+  (``YARN_ARBITER_RM_URL``, ``YARN_ARBITER_BRIDGE_*``). ``--analytics-queue`` names the
+  queue(s) whose capacity is the analytics share's R (default ``analytics``, the compose
+  cluster's; :mod:`yarn_bridge.watcher`).
 * ``serve`` and ``submit`` take ``--rm-auth-header-command`` / ``--rm-auth-hook`` for SPNEGO
   (:mod:`yarn_bridge.auth`); the hook reaches every RM request of the bridge's client
   (``rm_options["auth"]``) and of ``submit``'s.
@@ -32,15 +34,32 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from arbiter.cluster import Cluster
-from yarn_bridge.auth import add_auth_arguments, auth_hook_from_args
+from arbiter.config import Config, load_config
+from yarn_bridge.auth import add_auth_arguments, auth_hook, auth_hook_from_args
 from yarn_bridge.enforcer import DEFAULT_SLACK_S, Enforcer
 from yarn_bridge.env import ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA, ENV_RM_URL
 from yarn_bridge.rm import RMClient, RMError
+from yarn_bridge.settings import (
+    ANALYTICS_QUEUES,
+    AUTH_CACHE_S,
+    AUTH_COMMAND,
+    AUTH_HOOK,
+    BRIDGE_SCHEMA,
+    ENFORCE,
+    ENFORCE_SLACK_S,
+    GPU_QUEUE,
+    RM_CONFIRM_POLLS,
+    RM_POLL_S,
+    RM_URL,
+    RM_USER,
+    RM_WAIT_S,
+    split_names,
+)
 from yarn_bridge.submit import (
     LeaseAM,
     SubmitError,
@@ -72,6 +91,7 @@ __all__ = [
     "bridge_settings",
     "initial_cluster",
     "start_bridge",
+    "with_flags",
 ]
 
 log = logging.getLogger("yarn_arbiter.bridge")
@@ -243,7 +263,12 @@ class BridgeSettings:
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the bridge's options to ``yarn-arbiter serve``."""
-    g = parser.add_argument_group("YARN bridge (with --rm-url or $" + ENV_RM_URL + ")")
+    g = parser.add_argument_group(
+        "YARN bridge (with --rm-url or $" + ENV_RM_URL + ")",
+        "Each option sets a yarn.arbiter.bridge.* key (yarn-arbiter config bridge lists them); "
+        "a flag wins over $" + ENV_RM_URL + ", then the YARN_ARBITER_BRIDGE_* variables, then "
+        "the --config file, then the defaults.",
+    )
     g.add_argument(
         "--rm-url",
         help="ResourceManager web URL(s), comma-separated for RM HA (default $"
@@ -254,23 +279,18 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--rm-wait-seconds",
         type=float,
-        default=60.0,
         help="how long to wait for the RM at start before giving up (default 60)",
     )
-    g.add_argument(
-        "--rm-poll-seconds", type=float, default=5.0, help="RM poll interval (default 5)"
-    )
+    g.add_argument("--rm-poll-seconds", type=float, help="RM poll interval (default 5)")
     g.add_argument(
         "--rm-confirm-polls",
         type=int,
-        default=DEFAULT_CONFIRM_POLLS,
         help="polls an app or node must be missing before it counts as gone "
         f"(default {DEFAULT_CONFIRM_POLLS})",
     )
     g.add_argument(
         "--enforce-slack-seconds",
         type=float,
-        default=DEFAULT_SLACK_S,
         help="time after a lease ends before an app still holding its GPUs is killed "
         f"(default {DEFAULT_SLACK_S:g})",
     )
@@ -290,39 +310,68 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Each flag of serve's bridge options, the key it sets, and the key's text for the flag's value.
+_FLAGS: tuple[tuple[str, str, str, Callable[[Any], str]], ...] = (
+    ("rm_url", "--rm-url", RM_URL, str),
+    ("rm_user", "--rm-user", RM_USER, str),
+    ("rm_wait_seconds", "--rm-wait-seconds", RM_WAIT_S, str),
+    ("rm_poll_seconds", "--rm-poll-seconds", RM_POLL_S, str),
+    ("rm_confirm_polls", "--rm-confirm-polls", RM_CONFIRM_POLLS, str),
+    ("rm_auth_header_command", "--rm-auth-header-command", AUTH_COMMAND, str),
+    ("rm_auth_cache_seconds", "--rm-auth-cache-seconds", AUTH_CACHE_S, str),
+    ("rm_auth_hook", "--rm-auth-hook", AUTH_HOOK, str),
+    ("no_enforce", "--no-enforce", ENFORCE, lambda _: "false"),
+    ("enforce_slack_seconds", "--enforce-slack-seconds", ENFORCE_SLACK_S, str),
+    ("gpu_queue", "--gpu-queue", GPU_QUEUE, str),
+    ("analytics_queue", "--analytics-queue", ANALYTICS_QUEUES, ",".join),
+)
+
+
+def _given(value: Any) -> bool:
+    """Whether a flag was given: its default is None, False (``--no-enforce``) or empty."""
+    if value is None or value is False:
+        return False
+    return not (isinstance(value, str | list) and not value)
+
+
+def with_flags(config: Config, args: argparse.Namespace) -> Config:
+    """``config`` with the bridge flags given in ``args`` applied over it, each validated and
+    recorded with the flag as its source (flags win over every other source)."""
+    for dest, flag, key, text in _FLAGS:
+        value = getattr(args, dest, None)
+        if _given(value):
+            config = config.with_value(key, text(value), source=flag)
+    return config
+
+
 def bridge_settings(
-    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+    args: argparse.Namespace,
+    environ: Mapping[str, str] | None = None,
+    config: Config | None = None,
 ) -> BridgeSettings | None:
-    """The bridge settings ``args`` (from :func:`add_serve_arguments`) and ``environ`` ask for;
-    ``None`` when neither ``--rm-url`` nor ``YARN_ARBITER_RM_URL`` is set (standalone)."""
-    env = os.environ if environ is None else environ
-    raw = getattr(args, "rm_url", None) or env.get(ENV_RM_URL, "")
-    urls = tuple(u.strip() for u in raw.split(",") if u.strip())
+    """The bridge settings of ``config`` (loaded with :data:`~yarn_bridge.settings.BRIDGE_SCHEMA`;
+    without one, the defaults and ``environ``'s variables) with the flags of ``args`` (from
+    :func:`add_serve_arguments`) over it. ``None`` when no RM URL is set (standalone)."""
+    if config is None:
+        config = load_config(None, environ, schemas=(BRIDGE_SCHEMA,))
+    config = with_flags(config, args)
+    urls = split_names(config[RM_URL])
     if not urls:
         return None
-    poll_s = getattr(args, "rm_poll_seconds", 5.0)
-    confirm = getattr(args, "rm_confirm_polls", DEFAULT_CONFIRM_POLLS)
-    slack_s = getattr(args, "enforce_slack_seconds", DEFAULT_SLACK_S)
-    if not poll_s > 0:
-        raise ValueError(f"--rm-poll-seconds must be > 0, got {poll_s}")
-    if confirm < 1:
-        raise ValueError(f"--rm-confirm-polls must be >= 1, got {confirm}")
-    if not slack_s >= 0:
-        raise ValueError(f"--enforce-slack-seconds must be >= 0, got {slack_s}")
-    auth = auth_hook_from_args(args)
+    auth = auth_hook(config[AUTH_COMMAND] or None, config[AUTH_HOOK] or None, config[AUTH_CACHE_S])
     return BridgeSettings(
         urls,
         {
-            "poll_s": poll_s,
-            "confirm_polls": confirm,
-            "slack_s": slack_s,
-            "gpu_queue": getattr(args, "gpu_queue", None),
-            "analytics_queues": tuple(getattr(args, "analytics_queue", None) or ()) or None,
-            "enforce": not getattr(args, "no_enforce", False),
-            "rm_user": getattr(args, "rm_user", None),
+            "poll_s": config[RM_POLL_S],
+            "confirm_polls": config[RM_CONFIRM_POLLS],
+            "slack_s": config[ENFORCE_SLACK_S],
+            "gpu_queue": config[GPU_QUEUE] or None,
+            "analytics_queues": split_names(config[ANALYTICS_QUEUES]),
+            "enforce": config[ENFORCE],
+            "rm_user": config[RM_USER] or None,
             **({"rm_options": {"auth": auth}} if auth is not None else {}),
         },
-        wait_s=getattr(args, "rm_wait_seconds", 60.0),
+        wait_s=config[RM_WAIT_S],
     )
 
 

@@ -86,6 +86,7 @@ from typing import Final
 
 import grpc
 
+from arbiter.wire.appmaster import job_to_pb
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from yarn_bridge.am_protocol import ENV_LOCAL_RESOURCES, ENV_SIDECAR
@@ -471,7 +472,8 @@ def register_app(
     """``RegisterApp`` on the arbiter; returns (app id, token)."""
     jobs = []
     if spec.gang_size > 0:
-        jobs.append(pb.JobSpec(job_id="main", gang_size=spec.gang_size, max_gpus=spec.max_gpus))
+        job = {"job_id": "main", "gang_size": spec.gang_size, "max_gpus": spec.max_gpus}
+        jobs.append(job_to_pb(job))
     request = pb.RegisterAppRequest(
         app_name=spec.name,
         user=spec.user,

@@ -69,9 +69,12 @@ Decisions on the spec's errata and open choices (spec §8):
    continuous sup over Δ for reference; the discretized policy never takes the sup.
 9. *Distribution.* ``distribution`` is a file of GPU-second samples (one a line, optional
    header), absolute or relative to :func:`arbiter.datasets.data_root`, or the samples
-   themselves. Default: the reference simulator's ``tiresias/yarn-gput1000.csv`` (1,001 samples
-   from a production YARN cluster; 62.5 % are below 1h, cf. "more than 60 %", L1459). It is read
-   once, when the policy is built (configuration, not state between calls).
+   themselves (a sequence or a :class:`ServiceDistribution`). Default: the reference simulator's
+   ``tiresias/yarn-gput1000.csv`` (1,001 samples from a production YARN cluster; 62.5 % are
+   below 1h, cf. "more than 60 %", L1459). A file is read once, when the policy is built
+   (configuration, not state between calls): :meth:`TiresiasGittins.decide` reads no file and
+   no environment variable. A caller that builds policies on its scheduling path can load the
+   samples beforehand (:meth:`ServiceDistribution.from_file`) and pass them in.
 10. *Skew S_J (§3.4, §8.7).* The seed measures tensor skew with an RDMA profiler and gives no
     formula. We use the measured *placement sensitivity* of the job's performance model,
     S_J = 1 − rate(one GPU per machine) / rate(all GPUs on one machine), on the cluster's most
@@ -439,7 +442,13 @@ class Tiresias:
         gpus = _take_defrag(pool, job.gang, job.perf)  # decision 14
         return gpus if gpus is not None else pool.take(job.gang, job.perf)
 
-    def _wake_at(self, now, ranked, alloc, clocks) -> float | None:
+    def _wake_at(
+        self,
+        now: float,
+        ranked: Sequence[_Ranked],
+        alloc: Mapping[str, frozenset[str]],
+        clocks: Mapping[str, JobClock],
+    ) -> float | None:
         """Event mode only: the next demotion of a job running after this decision, or the next
         promotion point of a waiting one (decision 1)."""
         if self.round_s is not None:
@@ -464,18 +473,23 @@ class Tiresias:
 @dataclass(frozen=True)
 class TiresiasGittins(Tiresias):
     """Discretized 2D-Gittins (module docstring): Tiresias's knobs plus ``distribution`` (a file
-    of GPU-second samples, relative to the shared data folder, or the samples themselves)."""
+    of GPU-second samples, relative to the shared data folder, or the samples themselves, as a
+    sequence or a :class:`ServiceDistribution`: then nothing is read, decision 9)."""
 
     name: str = "tiresias-gittins"
-    distribution: str | Sequence[float] = DEFAULT_DISTRIBUTION
+    distribution: str | Path | Sequence[float] | ServiceDistribution = DEFAULT_DISTRIBUTION
     _dist: ServiceDistribution = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if isinstance(self.distribution, str | Path):
+            # The policy's only file (and, for a relative path, environment) read: here, once.
             dist = ServiceDistribution.from_file(self.distribution)
         else:
-            dist = ServiceDistribution.from_samples(self.distribution)
+            if isinstance(self.distribution, ServiceDistribution):
+                dist = self.distribution
+            else:
+                dist = ServiceDistribution.from_samples(self.distribution)
             object.__setattr__(self, "distribution", dist.samples)
         object.__setattr__(self, "_dist", dist)
 

@@ -66,12 +66,13 @@ def parse_share_profile(text: str) -> list[tuple[float, float]]:
 
 
 def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("true", "yes", "1", "on"):
-        return True
-    if low in ("false", "no", "0", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    """A boolean option's value (:func:`arbiter.config.parse_bool`, the keys' syntax)."""
+    from arbiter.config import parse_bool  # lazily: arbiter.config loads the auction
+
+    try:
+        return parse_bool(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
 
 
 def _keyvalue(text: str) -> tuple[str, str]:
@@ -267,7 +268,7 @@ def build_parser() -> Parser:
         "--registry",
         metavar="PATH",
         help="checkpoint registry, SQLite (default $QOOP_HIVE_REGISTRY or "
-        "~/.qoop-hive/registry.db)",
+        "~/.qoop-hive/registry.db; key qoop.hive.registry.path)",
     )
     rep.add_argument(
         "--gc",

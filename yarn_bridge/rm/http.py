@@ -13,7 +13,8 @@ sent to the active RM of an HA pair, with retries, auth and error mapping
   standby answers move to the next RM; after a failed round the client sleeps
   ``backoff * 2**k`` (capped at ``max_backoff``, no jitter so tests are deterministic) and tries
   again, up to ``max_attempts`` rounds and never past ``deadline`` seconds per call (each
-  request's timeout is clipped to what is left). Then
+  request's timeout is clipped to what is left; the rounds are an :class:`arbiter.retry.Retry`
+  loop). Then
   :class:`~yarn_bridge.rm.errors.RMUnavailable`. A non-idempotent request (``POST /apps``) is
   re-sent only when it never reached the RM (connection refused, connect timeout, a standby or a
   503): after a read timeout or a cut connection the RM may have accepted it.
@@ -37,6 +38,7 @@ from typing import Any, Final, Self
 
 import httpx
 
+from arbiter.retry import Backoff, Retry
 from yarn_bridge.rm.errors import (
     RMAuthError,
     RMBadRequest,
@@ -203,7 +205,20 @@ class RMTransport:
         if self.user is not None:
             query["user.name"] = self.user
         seen: list[str] = []
-        for round_no in range(self.max_attempts):
+
+        def past_deadline() -> RMUnavailable:
+            return RMUnavailable(
+                f"no answer within the {self.deadline:g} s deadline ({len(seen)} attempts)",
+                endpoint=endpoint,
+                attempts=seen,
+            )
+
+        rounds = Retry(
+            Backoff(initial=self.backoff, factor=2, maximum=self.max_backoff),
+            max_attempts=self.max_attempts,
+            deadline=deadline,
+        )
+        for _ in rounds:
             with self._lock:
                 first = self._active
                 n = len(self._urls)
@@ -217,11 +232,7 @@ class RMTransport:
                 base = self._urls[idx]
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise RMUnavailable(
-                        f"no answer within the {self.deadline:g} s deadline ({len(seen)} attempts)",
-                        endpoint=endpoint,
-                        attempts=seen,
-                    )
+                    raise past_deadline()
                 url = base + path
                 headers = dict(self.auth(method, url)) if self.auth is not None else {}
                 try:
@@ -267,11 +278,8 @@ class RMTransport:
                 with self._lock:
                     self._active = idx
                 return resp
-            if round_no + 1 < self.max_attempts:
-                pause = min(self.backoff * (2**round_no), self.max_backoff)
-                pause = min(pause, max(0.0, deadline - time.monotonic()))
-                if pause > 0:
-                    time.sleep(pause)
+        if rounds.outcome == "deadline":
+            raise past_deadline()
         raise RMUnavailable(
             f"no active ResourceManager after {self.max_attempts} rounds over "
             f"{', '.join(self._urls)}",

@@ -1,34 +1,18 @@
-"""Helpers of the tests on a real local YARN with lease AMs (test_yarn_am, test_yarn_faults):
-an arbiter served against the cluster, ``yarn-arbiter submit`` of a job, and what YARN reports
-(GPUs in use by node, an app's state), all read from the RM's REST API."""
+"""Helpers of the tests on a real local YARN with lease AMs (test_yarn_am, test_yarn_faults and
+the ``arbiter`` fixture in conftest): an arbiter served against the cluster, ``yarn-arbiter
+submit`` of a job, and what YARN reports (GPUs in use by node, an app's state), all read from the
+RM's REST API. Polling is :func:`support.wait_for`."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from yarn_bridge.served import ServedArbiter, gpus_by_machine
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T], timeout: float = 60.0, every: float = 0.1) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
 
 
 class Arbiter(ServedArbiter):

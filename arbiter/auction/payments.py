@@ -1,0 +1,178 @@
+"""The proportional-fair allocation and the hidden payments (Themis §3.3, Pseudocode 1; spec B.5).
+
+    G_pf     = argmax over disjoint rows (one per app) of  Π_i 1/ρ_i(G_i)
+    G_pf^-i  = the same market without app i
+    c_i      = Π_{j≠i} 1/ρ_j(G_j,pf) / Π_{j≠i} 1/ρ_j(G^-i_j,pf)   in (0, 1]
+
+Removing app i only changes its own conflict component, and c_i = 1 with no solve when G_i,pf
+is empty, when no other app has a row touching G_i,pf, or when every other app already holds
+its best row. Each ``-i`` solve starts from the PF rows of the others as incumbent and requires
+the starving apps the PF served (spec B.5 Gap 2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+from arbiter.auction.formulation import _App, _components, _cost
+from arbiter.auction.solve import _ENUMERATION_LIMIT, _Market, _optimum, _past
+
+__all__ = ["PAYMENT_GAP"]
+
+# Optimality gap (absolute, in Σ log ρ) of the solves without one app, which only set c_i: each
+# c_i is exact up to a factor exp(1e-4) (at most 0.06 s of a 10-minute lease), never below its
+# true value. The PF allocation itself is solved exactly (solve._EXACT_GAP).
+PAYMENT_GAP = 1e-4
+# c_i is a product of ratios that could underflow to 0 with extreme bids; it stays in (0, 1].
+_C_FLOOR = math.ulp(0.0)
+# Under a time budget, the share of it the proportional-fair solves may use; the rest is for
+# the solves that set the hidden payments.
+_PF_SHARE = 0.5
+
+
+def _greedy(apps: list[_App], members: list[int]) -> dict[int, int]:
+    """A feasible allocation to start a budgeted solve from: apps in order of what their best
+    row gains over nothing (starving apps first), each taking its best row still free."""
+    used: set[int] = set()
+    choice: dict[int, int] = {}
+    for a in sorted(members, key=lambda a: (apps[a].best - apps[a].rows[0][1], a)):
+        ranked = sorted(range(1, len(apps[a].rows)), key=lambda r: apps[a].rows[r][1])
+        choice[a] = next((r for r in ranked if used.isdisjoint(apps[a].rows[r][0])), 0)
+        used |= apps[a].rows[choice[a]][0]
+    return choice
+
+
+def _reassign(apps: list[_App], kept: Mapping[int, int]) -> dict[int, int]:
+    """``kept`` improved by local moves: each app in turn (largest gain first) switches to its
+    best row that fits in its own GPUs plus the free ones. A feasible market without the app
+    that left ``kept``, found in microseconds: the budgeted ``-i`` solve starts from it."""
+    choice = dict(kept)
+    used = set().union(*(apps[a].rows[r][0] for a, r in choice.items()))
+    improved = True
+    while improved:
+        improved = False
+        order = sorted(choice, key=lambda a: (apps[a].best - apps[a].rows[choice[a]][1], a))
+        for a in order:
+            own = apps[a].rows[choice[a]][0]
+            best_r, best_c = choice[a], apps[a].rows[choice[a]][1]
+            for r, (gpus, cost) in enumerate(apps[a].rows):
+                if cost < best_c - 1e-12 and all(g in own or g not in used for g in gpus):
+                    best_r, best_c = r, cost
+            if best_r != choice[a]:
+                used -= own
+                used |= apps[a].rows[best_r][0]
+                choice[a] = best_r
+                improved = True
+    return choice
+
+
+def _slice(end: float | None, left: int, clock: Callable[[], float]) -> float | None:
+    """The deadline of the next of ``left`` solves sharing what remains until ``end``."""
+    if end is None:
+        return None
+    now = clock()
+    return now + max(0.0, end - now) / max(1, left)
+
+
+def _pf_and_payments(
+    apps: list[_App],
+    naive: bool = False,
+    payment_gap: float = PAYMENT_GAP,
+    time_budget: float | None = None,
+    *,
+    clock: Callable[[], float],
+) -> tuple[dict[int, int], dict[int, float], dict[int, float], int, int]:
+    """PF choice (app -> row) and c_i for every app; also the number of MILP solves and of
+    solves stopped by ``time_budget`` (seconds on ``clock``; None = every solve to its gap).
+
+    The market for c_i is the apps with finite ρ in the PF allocation (Gap 2): an app the PF
+    leaves at ρ = ∞ lost this round and is not counted in anyone's hidden payment.
+
+    Under a budget the PF solves share half of it and the ``-i`` solves the rest, each taking
+    an equal slice of what remains; a solve at its deadline returns its incumbent (the PF
+    starts from :func:`_greedy`, a ``-i`` solve from the PF rows of the others, so its c_i
+    can only come out above its exact value: the app is never overcharged). A ``-i`` solve
+    reached after the budget is spent takes :func:`_reassign`'s market (local moves of the
+    others into the GPUs i leaves).
+    """
+    choice: dict[int, int] = {}
+    c: dict[int, float] = {}
+    without: dict[int, float] = {}
+    comp_value: dict[tuple[int, ...], float] = {}
+    start = clock()
+    pf_end = None if time_budget is None else start + _PF_SHARE * time_budget
+    end = None if time_budget is None else start + time_budget
+    comps = [list(range(len(apps)))] if naive else _components(apps)
+    big = {
+        k: math.prod(len(apps[a].rows) for a in comp) > _ENUMERATION_LIMIT and len(comp) > 1
+        for k, comp in enumerate(comps)
+    }
+    markets = {k: _Market(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
+    # Phase 1: the proportional-fair allocation of every component.
+    lost: dict[int, frozenset[int]] = {}
+    left = sum(big.values())
+    for k, comp in enumerate(comps):
+        market = markets.get(k)
+        if naive and market:
+            pf = market.solve_milp(frozenset())
+        else:
+            if market:
+                market.deadline = _slice(pf_end, left, clock)
+                left -= 1
+            hint = _greedy(apps, comp) if market and time_budget is not None else None
+            pf = _optimum(apps, comp, market, frozenset(), hint=hint)
+        choice.update(pf)
+        lost[k] = frozenset(a for a in comp if apps[a].starving and pf[a] == 0)
+        comp_value[tuple(comp)] = -_cost(apps, {a: pf[a] for a in comp if a not in lost[k]})
+    # Phase 2: c_i, solving the market without i only where it can differ.
+    todo: list[tuple[int, int, dict[int, int]]] = []
+    for k, comp in enumerate(comps):
+        users: dict[int, set[int]] = {}
+        for a in comp:
+            if a not in lost[k]:
+                for gpus, _ in apps[a].rows[1:]:
+                    for g in gpus:
+                        users.setdefault(g, set()).add(a)
+        for i in comp:
+            freed = apps[i].rows[choice[i]][0]
+            others = [a for a in comp if a != i and a not in lost[k]]
+            kept = {a: choice[a] for a in others}
+            if not naive and (
+                not freed
+                or not any(users.get(g, set()) - {i} for g in freed)
+                or all(apps[a].rows[choice[a]][1] <= apps[a].best for a in others)
+            ):
+                c[i] = 1.0
+                without[i] = -_cost(apps, kept)
+            else:
+                todo.append((k, i, kept))
+    stopped = 0
+    for n, (k, i, kept) in enumerate(todo):
+        comp, market = comps[k], markets.get(k)
+        excluded = lost[k] | {i}
+        if naive and market:
+            opt = market.solve_milp(excluded)
+        elif end is not None and _past(end, clock):
+            opt, stopped = _reassign(apps, kept), stopped + 1  # budget spent: the local moves
+        else:
+            hint = kept
+            if market and end is not None:
+                market.deadline = _slice(end, len(todo) - n, clock)
+                hint = _reassign(apps, kept)
+            # Every optimum without i keeps all of the market served (Gap 2), so starving
+            # members may be required to get GPUs: this removes ρ = ∞ from the LP.
+            required = frozenset(a for a in kept if apps[a].starving)
+            opt = _optimum(
+                apps, comp, market, excluded, hint=hint, required=required, gap=payment_gap
+            )
+        c[i] = min(1.0, max(_C_FLOOR, math.exp(_cost(apps, opt) - _cost(apps, kept))))
+        without[i] = -min(_cost(apps, opt), _cost(apps, kept))
+    milp = sum(m.milp_solves for m in markets.values())
+    stopped += sum(m.budget_stops for m in markets.values())
+    # Other components keep their PF rows when i leaves: add their value to the optimum.
+    total = sum(comp_value.values())
+    for members, value in comp_value.items():
+        for i in members:
+            without[i] += total - value
+    return choice, c, without, milp, stopped

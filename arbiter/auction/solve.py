@@ -1,0 +1,398 @@
+"""Exact solver of the PA auction's 0/1 program (Themis §3.3, Pseudocode 1; spec B.5 solver).
+
+Each conflict component is one HiGHS model (:class:`_Market`), reused for the
+proportional-fair solve and all its ``-i`` solves (bound changes, warm dual simplex). Clique
+cuts (x[j,R] + Σ of app i's rows meeting R <= 1) are separated and kept, so the LP is integral
+far more often; an integral LP optimum is the 0/1 optimum. Otherwise a small LP branch and bound
+runs, then HiGHS's MILP (presolve, symmetry, cuts). Tiny components are enumerated
+(:func:`_enumerate`).
+
+Time is never read here: a solve's deadline is compared with the ``clock`` its caller passes
+in (:class:`_Market`), so a budgeted auction can be replayed with a fake clock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+import highspy
+import numpy as np
+
+from arbiter.auction.formulation import _App, _cost
+
+__all__ = ["quiet_highs"]
+
+# Enumerate instead of calling HiGHS when a sub-problem has at most this many row combinations.
+_ENUMERATION_LIMIT = 256
+# LP branch-and-bound nodes before handing a sub-problem to HiGHS's own MILP solver.
+_NODE_LIMIT = 8
+# Optimality gap (absolute, in Σ log ρ) of the proportional-fair allocation: solved exactly.
+_EXACT_GAP = 1e-9
+# Rounds of clique-cut separation per branch-and-bound node.
+_CUT_ROUNDS = 3
+# HiGHS's primal_solution_status for "a feasible solution is known".
+_FEASIBLE = 2
+
+
+def _past(deadline: float, clock: Callable[[], float]) -> bool:
+    return clock() >= deadline
+
+
+def _enumerate(apps: list[_App], members: list[int]) -> dict[int, int]:
+    """Exact optimum by depth-first branch and bound (small problems)."""
+    best_cost = math.inf
+    best: dict[int, int] = {}
+    order = sorted(members, key=lambda a: len(apps[a].rows))
+    suffix = [0.0] * (len(order) + 1)
+    for k in range(len(order) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] + apps[order[k]].best
+    ranked = {a: sorted(enumerate(apps[a].rows), key=lambda rc: rc[1][1]) for a in order}
+    choice: dict[int, int] = {}
+
+    def dfs(k: int, used: frozenset[int], cost: float) -> None:
+        nonlocal best_cost, best
+        if cost + suffix[k] >= best_cost - 1e-12:
+            return
+        if k == len(order):
+            best_cost, best = cost, dict(choice)
+            return
+        a = order[k]
+        for r, (gpus, c) in ranked[a]:
+            if gpus.isdisjoint(used):
+                choice[a] = r
+                dfs(k + 1, used | gpus, cost + c)
+
+    dfs(0, frozenset(), 0.0)
+    return best
+
+
+# HiGHS's own options that keep a solve silent (no log lines, no console output).
+_QUIET_OPTIONS = {"output_flag": False, "log_to_console": False}
+_banner_lock = threading.Lock()
+_banner_done = False
+
+
+def quiet_highs() -> highspy.Highs:
+    """A HiGHS instance that prints nothing.
+
+    Solves are silenced through HiGHS's own options (``output_flag``, ``log_to_console``). That
+    cannot cover the copyright banner: HiGHS prints it to standard output while a process
+    constructs its first instance, and ``highspy.Highs()`` takes no options, so none can be set
+    before it (measured with highspy 1.16, which reads no environment variable for it either).
+    A daemon's log or a command's table should not carry it, so that one construction, and
+    nothing else, runs with file descriptor 1 pointed at /dev/null (C's buffer flushed before it
+    is restored); later ones need nothing.
+    """
+    global _banner_done
+    h: highspy.Highs | None = None
+    if not _banner_done:
+        with _banner_lock:
+            if not _banner_done:
+                # The only redirect of fd 1 in the auction (see the docstring for why).
+                sys.stdout.flush()
+                saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(devnull, 1)
+                    h = highspy.Highs()
+                    ctypes.CDLL(None).fflush(None)
+                finally:
+                    os.dup2(saved, 1)
+                    os.close(saved)
+                    os.close(devnull)
+                _banner_done = True
+    if h is None:
+        h = highspy.Highs()
+    for option, value in _QUIET_OPTIONS.items():
+        h.setOptionValue(option, value)
+    return h
+
+
+class _Market:
+    """One conflict component as a reusable HiGHS model.
+
+    Variables x[a,r] in [0, 1], one per bid row; Σ_r x[a,r] = 1 per app; Σ_{rows ∋ g} x <= 1 per
+    GPU; minimise Σ x log ρ. Removing apps fixes their non-empty rows to 0, requiring an app to
+    be served fixes its empty row to 0 (model reuse, warm dual simplex). When the LP optimum is
+    integral it is the 0/1 optimum; otherwise a small depth-first branch and bound runs on the
+    same warm LP, and past a node limit the model is handed to HiGHS's MILP solver (presolve,
+    cuts) seeded with the incumbent.
+    """
+
+    def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
+        self.apps = apps
+        self.members = members
+        self.col_app: list[int] = []
+        self.col_row: list[int] = []
+        self.cols_of: dict[int, list[int]] = {}  # non-empty rows
+        self.empty_col: dict[int, int] = {}
+        costs: list[float] = []
+        index: list[int] = []
+        start = [0]
+        gpu_rows: dict[int, int] = {}
+        for i, a in enumerate(members):
+            for r, (gpus, cost) in enumerate(apps[a].rows):
+                if r:
+                    self.cols_of.setdefault(a, []).append(len(costs))
+                else:
+                    self.empty_col[a] = len(costs)
+                self.col_app.append(a)
+                self.col_row.append(r)
+                costs.append(cost)
+                index.append(i)
+                index.extend(len(members) + gpu_rows.setdefault(g, len(gpu_rows)) for g in gpus)
+                start.append(len(index))
+        self.cols_by_gpu: dict[int, list[int]] = {}
+        for k, (a, r) in enumerate(zip(self.col_app, self.col_row, strict=True)):
+            for g in apps[a].rows[r][0]:
+                self.cols_by_gpu.setdefault(g, []).append(k)
+        self.cuts: set[tuple[int, ...]] = set()
+        self.gap = _EXACT_GAP  # absolute optimality gap in Σ log ρ for the current solve
+        self.root: tuple[float, np.ndarray] | None = None  # (bound, reduced costs) at the root
+        self.zeroed: set[int] = set()  # columns whose upper bound is currently 0
+        n_cols, n_rows = len(costs), len(members) + len(gpu_rows)
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n_cols, n_rows
+        lp.col_cost_ = np.asarray(costs, dtype=np.float64)
+        lp.col_lower_ = np.zeros(n_cols)
+        lp.col_upper_ = np.ones(n_cols)
+        lp.row_lower_ = np.concatenate(
+            [np.ones(len(members)), np.full(len(gpu_rows), -highspy.kHighsInf)]
+        )
+        lp.row_upper_ = np.ones(n_rows)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = np.asarray(start, dtype=np.int32)
+        lp.a_matrix_.index_ = np.asarray(index, dtype=np.int32)
+        lp.a_matrix_.value_ = np.ones(len(index))
+        self.lp = lp
+        self.h = self._highs(lp)
+        self.milp_solves = 0
+        # Time budget: the deadline of the current solve on ``clock`` (None = solve to the gap).
+        self.clock = clock
+        self.deadline: float | None = None
+        self.budget_stops = 0  # solves that ended at their deadline with their incumbent
+
+    @staticmethod
+    def _highs(lp: highspy.HighsLp) -> highspy.Highs:
+        h = quiet_highs()
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("mip_abs_gap", _EXACT_GAP)
+        h.passModel(lp)
+        return h
+
+    def _zeroed(self, excluded: frozenset[int], required: frozenset[int]) -> set[int]:
+        cols = {c for a in excluded for c in self.cols_of.get(a, ())}
+        cols.update(self.empty_col[a] for a in required if a in self.empty_col)
+        return cols
+
+    @staticmethod
+    def _bounds(h: highspy.Highs, cols: Iterable[int], lower: float, upper: float) -> None:
+        cols = np.fromiter(cols, dtype=np.int32)
+        if cols.size:
+            n = cols.size
+            h.changeColsBounds(n, cols, np.full(n, lower), np.full(n, upper))
+
+    def solve(
+        self,
+        excluded: frozenset[int] = frozenset(),
+        hint: Mapping[int, int] | None = None,
+        required: frozenset[int] = frozenset(),
+        gap: float = _EXACT_GAP,
+    ) -> dict[int, int]:
+        """Optimal row per included app (excluded apps take the empty row), within ``gap``.
+
+        ``required`` apps must get a non-empty row: a valid tightening when every optimum
+        serves them (the ``-i`` solves of Gap 2's market).
+        """
+        zeroed = self._zeroed(excluded, required)
+        # Only the difference to the previous solve's bounds is sent: consecutive ``-i``
+        # solves differ in two apps, so the warm dual simplex has little to repair.
+        self._bounds(self.h, zeroed - self.zeroed, 0.0, 0.0)
+        self._bounds(self.h, self.zeroed - zeroed, 0.0, 1.0)
+        self.zeroed = zeroed
+        self.gap = gap
+        self.root = None
+        found = self._branch_and_bound(zeroed, excluded, hint)
+        if found is not None:
+            return found
+        fixed: set[int] = set()
+        if hint is not None and self.root is not None:
+            # Reduced-cost fixing: with root bound LB and incumbent cost UB, a column whose
+            # reduced cost exceeds UB - LB is in no solution better than the incumbent.
+            lb, reduced = self.root
+            ub = _cost(self.apps, {a: hint.get(a, 0) for a in self.members if a not in excluded})
+            fixed = set(np.flatnonzero(reduced > ub - lb + 1e-7).tolist()) - zeroed
+        return self.solve_milp(excluded, hint, required, gap, fixed)
+
+    def _branch_and_bound(
+        self, zeroed: set[int], excluded: frozenset[int], hint: Mapping[int, int] | None
+    ) -> dict[int, int] | None:
+        """Depth-first LP branch and bound on the warm model; None past ``_NODE_LIMIT`` nodes.
+
+        The incumbent starts at ``hint`` (for a ``-i`` solve: the PF rows of the others), so
+        most nodes are pruned by bound at once. Branching fixes one fractional row to 1, then
+        to 0.
+        """
+        apps, h = self.apps, self.h
+        best: dict[int, int] | None = None
+        best_cost = math.inf
+        if hint is not None:
+            best = {a: hint.get(a, 0) for a in self.members if a not in excluded}
+            best_cost = _cost(apps, best)
+        # Excluded apps sit on their empty row; their cost is a constant of the LP objective.
+        offset = sum(apps[a].rows[0][1] for a in self.members if a in excluded)
+        stack: list[tuple[tuple[int, float], ...]] = [()]
+        nodes = 0
+        while stack:
+            fixes = stack.pop()
+            nodes += 1
+            if self.deadline is not None and best is not None and _past(self.deadline, self.clock):
+                self.budget_stops += 1
+                return best
+            if nodes > _NODE_LIMIT:
+                return None
+            for k, v in fixes:
+                self._bounds(h, (k,), v, v)
+            try:
+                for rnd in range(_CUT_ROUNDS + 1):
+                    h.run()
+                    status = h.getModelStatus()
+                    values = np.asarray(h.getSolution().col_value)
+                    bound = h.getInfo().objective_function_value - offset
+                    # Values and bound always come from the last LP run: new cuts only
+                    # tighten the model for the next run.
+                    if (
+                        status != highspy.HighsModelStatus.kOptimal
+                        or rnd == _CUT_ROUNDS
+                        or not self._separate(values)
+                    ):
+                        break
+            finally:
+                for k, _ in fixes:
+                    self._bounds(h, (k,), 0.0, 0.0 if k in zeroed else 1.0)
+            if status == highspy.HighsModelStatus.kInfeasible:
+                continue
+            if status != highspy.HighsModelStatus.kOptimal:
+                return None
+            if not fixes:
+                self.root = (bound, np.asarray(h.getSolution().col_dual))
+            if bound >= best_cost - self.gap:
+                continue
+            frac = np.flatnonzero((values > 1e-9) & (values < 1 - 1e-9))
+            if frac.size == 0:
+                choice = self._choice(values, excluded)
+                cost = _cost(apps, choice)
+                if cost < best_cost:
+                    best, best_cost = choice, cost
+                continue
+            k = int(frac[np.argmax(values[frac])])
+            stack.append((*fixes, (k, 0.0)))
+            stack.append((*fixes, (k, 1.0)))
+        return best
+
+    def _separate(self, values: np.ndarray) -> int:
+        """Add violated clique cuts; return how many.
+
+        For a row R of app j and another app i, the rows of i that share a GPU with R are
+        mutually exclusive (one row per app) and each conflicts with R, so
+        ``x[j,R] + Σ_{r of i, r ∩ R ≠ ∅} x[i,r] <= 1``. The GPU constraints alone allow
+        x[j,R] = 2/3 with i spread 1/3 over three of R's GPUs; these cuts forbid it.
+        """
+        added: list[tuple[int, ...]] = []
+        for k in np.flatnonzero((values > 1e-6) & (values < 1 - 1e-6)):
+            j = self.col_app[k]
+            touching: dict[int, set[int]] = {}
+            for g in self.apps[j].rows[self.col_row[k]][0]:
+                for col in self.cols_by_gpu[g]:
+                    if self.col_app[col] != j:
+                        touching.setdefault(self.col_app[col], set()).add(col)
+            for cols in touching.values():
+                if values[k] + sum(values[c] for c in cols) > 1 + 1e-6:
+                    cut = tuple(sorted({int(k), *cols}))
+                    if cut not in self.cuts:
+                        self.cuts.add(cut)
+                        added.append(cut)
+        if added:
+            starts = np.cumsum([0] + [len(c) for c in added[:-1]]).astype(np.int32)
+            index = np.fromiter((c for cut in added for c in cut), dtype=np.int32)
+            n = len(added)
+            self.h.addRows(
+                n,
+                np.full(n, -highspy.kHighsInf),
+                np.ones(n),
+                index.size,
+                starts,
+                index,
+                np.ones(index.size),
+            )
+        return len(added)
+
+    def solve_milp(
+        self,
+        excluded: frozenset[int],
+        hint: Mapping[int, int] | None = None,
+        required: frozenset[int] = frozenset(),
+        gap: float = _EXACT_GAP,
+        fixed: Iterable[int] = (),
+    ) -> dict[int, int]:
+        """The same model as a MILP for HiGHS (built afresh; optionally seeded).
+
+        ``fixed`` columns are fixed to 0 as well (reduced-cost fixing by the caller).
+        """
+        self.milp_solves += 1
+        lp = self.lp
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * lp.num_col_
+        h = self._highs(lp)
+        h.setOptionValue("mip_abs_gap", gap)
+        lp.integrality_ = []
+        self._bounds(h, self._zeroed(excluded, required) | set(fixed), 0.0, 0.0)
+        if hint:
+            sol = highspy.HighsSolution()
+            sol.col_value = [
+                1.0 if (0 if a in excluded else hint.get(a, 0)) == r else 0.0
+                for a, r in zip(self.col_app, self.col_row, strict=True)
+            ]
+            h.setSolution(sol)
+        if self.deadline is not None:
+            h.setOptionValue("time_limit", max(1e-3, self.deadline - self.clock()))
+        h.run()
+        status = h.getModelStatus()
+        if status == highspy.HighsModelStatus.kOptimal:
+            return self._choice(np.asarray(h.getSolution().col_value), excluded)
+        if self.deadline is not None and status == highspy.HighsModelStatus.kTimeLimit:
+            self.budget_stops += 1
+            if h.getInfo().primal_solution_status == _FEASIBLE:
+                return self._choice(np.asarray(h.getSolution().col_value), excluded)
+            if hint is not None:
+                return {a: hint.get(a, 0) for a in self.members if a not in excluded}
+        # all-empty is always feasible, so anything else is a solver failure
+        raise RuntimeError(f"HiGHS did not prove optimality: {h.modelStatusToString(status)}")
+
+    def _choice(self, values: np.ndarray, excluded: frozenset[int]) -> dict[int, int]:
+        chosen = {a: 0 for a in self.members if a not in excluded}
+        for k in np.flatnonzero(values > 0.5):
+            a = self.col_app[k]
+            if a not in excluded:
+                chosen[a] = self.col_row[k]
+        return chosen
+
+
+def _optimum(
+    apps: list[_App],
+    members: list[int],
+    market: _Market | None,
+    excluded: frozenset[int],
+    hint: Mapping[int, int] | None = None,
+    required: frozenset[int] = frozenset(),
+    gap: float = _EXACT_GAP,
+) -> dict[int, int]:
+    included = [a for a in members if a not in excluded]
+    if len(included) <= 1 or math.prod(len(apps[a].rows) for a in included) <= _ENUMERATION_LIMIT:
+        return _enumerate(apps, included)
+    assert market is not None
+    return market.solve(excluded, hint, required, gap)
