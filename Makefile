@@ -40,9 +40,10 @@ test: $(STAMP) $(JARS)
 	$(BIN)/mypy
 	$(BIN)/pytest -q
 
-# What a developer runs between commits: no engine, no real cluster.
+# What a developer runs between commits (about two minutes): tests/unit and tests/integration
+# without the slow ones; no engine, no real cluster.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow and not yarn" -x
+	$(BIN)/pytest -q -x -m "not slow and not yarn" tests/unit tests/integration
 
 # Only the tests on a real local YARN.
 test-yarn: $(STAMP) $(JARS)

@@ -23,7 +23,7 @@ seconds (``--profile timed``, still available with ``--gap-min/--gap-max``). At 
 queries finish in 1-5 s, so a query saw 0 or 1 changes, mostly after its joins were done, and
 no query ever switched (``mean_switches`` 0.0 in the first results). A change when a stage
 starts always lands while the query still has joins to run, whatever the machine's speed (as
-the ``switching`` fixture of ``tests/test_hive_exec.py`` does). The switches and the share
+the ``switching`` fixture of ``tests/engine/test_hive_exec.py`` does). The switches and the share
 changes each query saw are reported per query. Why start scarce: with the base scans inlined
 (the executor's default) the cost model ranks the plans of a query within a few percent of each
 other at most shares; the one transition where a plan chosen earlier becomes clearly worse is

@@ -21,7 +21,7 @@ simulation with the planner library (:mod:`qoop_planner`):
   with seed 0: every low run replays that one window) and most windows are high.
 * **Queries**: DuckDB's 99 TPC-DS texts (``tpcds_queries()``, transpiled to Hive with sqlglot),
   schema and statistics measured on a generated sf=0.01 database (as in
-  ``tests/test_qoop_plans.py``), ``enumerate_plans(k=8)``. To make queries last minutes under a
+  ``tests/unit/test_qoop_plans.py``), ``enumerate_plans(k=8)``. To make queries last minutes under a
   ~23-vcore share, the statistics are scaled to ``--sf`` (default 500, the paper's scale): the
   fact tables plus customer and customer_address are multiplied by ``sf / 0.01`` (rows, and the
   NDV of columns with NDV > rows / 2, i.e. keys); the other dimension tables keep their sf=0.01

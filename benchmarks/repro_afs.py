@@ -5,8 +5,8 @@ Themis, 2.7x over SRTF and 3.1x over Tiresias-L, in simulation of 11 Microsoft P
 virtual-cluster traces on a 64-GPU cluster (16 servers x 4 GPUs, L311 and Fig. 13's caption),
 each job given one of nine models with a measured throughput curve, trained BSP with a fixed
 global batch (L313). In the paper SRTF is compared with AFS-L (length-aware) and Themis and
-Tiresias-L with AFS-P (length-unaware, Fig. 5); the first three records follow the issue's names
-(AFS-L against each), two more pair AFS-P with Themis and Tiresias as Fig. 5 does, and one
+Tiresias-L with AFS-P (length-unaware, Fig. 5); the first three records pair AFS-L with each of
+SRTF, Themis and Tiresias, two more pair AFS-P with Themis and Tiresias as Fig. 5 does, and one
 pairs AFS-P with SRTF (the length-unaware AFS against a baseline that knows lengths; the paper
 reports no such ratio, so its ``paper_ratio`` is None).
 

@@ -150,3 +150,13 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from support.pki import make_pki
 
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+ENGINE_DIR = Path(__file__).resolve().parent / "engine"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests under tests/engine carry the ``engine`` marker (``-m "not engine"`` skips them)."""
+    for item in items:
+        if ENGINE_DIR in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.engine)

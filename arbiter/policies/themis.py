@@ -32,7 +32,7 @@ highest-ρ bidder lost every one, the served bidders were always the lowest-ρ o
 payment c_i never went below 1 (every starving app has ρ = ∞, so the PF objective counts apps
 instead of weighing ρ, and ∞ apps fall out of the payment market). With a finite ρ_old every
 bidder is in the Cole-Gkatzelis-Goel market and pays its hidden payment
-(``tests/test_themis_apps.py`` shows both).
+(``tests/unit/test_themis_apps.py`` shows both).
 
 Leftover seeds are ``crc32("<seed>:<round>")``, the same in both drivers.
 """

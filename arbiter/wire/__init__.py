@@ -11,7 +11,7 @@ cannot drift apart.
 * :mod:`arbiter.wire.admin`: the Admin service (cluster state, app info).
 
 Conversions come in ``x_to_pb`` / ``x_from_pb`` pairs where both ends need them;
-``x_from_pb(x_to_pb(v)) == v`` for every valid ``v`` (``tests/test_wire.py``).
+``x_from_pb(x_to_pb(v)) == v`` for every valid ``v`` (``tests/unit/test_wire.py``).
 """
 
 from __future__ import annotations

@@ -26,8 +26,9 @@ RM sent one) and either ``body`` (the decoded JSON; ``null`` when empty) or ``te
 as sent, when it is not JSON). Nothing is normalised: ids, timestamps, ports and readings
 are as recorded. ``MANIFEST.json`` says which Hadoop, when, how, and lists the files.
 
-``tests/test_emulator_golden.py`` runs the same :func:`capture` against the emulator (and, when
-a local YARN can start, against a fresh real RM) and compares the shapes with these files.
+``tests/integration/test_emulator_golden.py`` runs the same :func:`capture` against the
+emulator (and, when a local YARN can start, against a fresh real RM) and compares the shapes
+with these files.
 """
 
 from __future__ import annotations

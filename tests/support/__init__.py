@@ -19,9 +19,13 @@ import queue
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
+
+#: The repository's root (tests live in tests/unit, tests/integration and tests/engine).
+REPO = Path(__file__).resolve().parents[2]
 
 
 def wait_for(what: str, probe: Callable[[], T], timeout: float = 60.0, every: float = 0.1) -> T:

@@ -6,7 +6,7 @@ the ``webapp/dao`` classes; spec ``../shared/spec/yarn-hive-integration.md`` §1
 and 3.5 (as a real 3.5.0 RM answered: ``tests/golden/rm-3.5.0``).
 The compose cluster runs the real RM; the documented key sets
 (:mod:`~yarn_bridge.emulator.shapes`) are what the tests hold the emulator to
-(``tests/test_yarn_emulator.py``).
+(``tests/integration/test_yarn_emulator.py``).
 
 Pieces:
 
@@ -81,7 +81,8 @@ Decisions (emulator only, not Hadoop's):
   weight mode, flexible auto queue creation and capacity vectors; spec §1.3 lists them in the
   3.4-era example and says to parse by key presence). Everything else is served alike
   [check against the compose cluster's RM]. ``"3.5"`` serves 3.5.0 as a real RM answered
-  (golden files ``tests/golden/rm-3.5.0``, held to by ``tests/test_emulator_golden.py``):
+  (golden files ``tests/golden/rm-3.5.0``, held to by
+  ``tests/integration/test_emulator_golden.py``):
   its REST layer is Jersey 2 (:attr:`SimCluster.jersey2`), so empty list wrappers are ``{}``
   (``{"apps":{}}``, not ``null``), empty maps and lists are omitted (``attributes`` of a
   ``resourceInformation``, ``resourceRequests``, ``preemptedResourceSecondsMap``),

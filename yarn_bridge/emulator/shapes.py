@@ -1,7 +1,8 @@
 """The YARN ResourceManager REST API's documented JSON shapes and the emulator's constants.
 
-The key sets below are what ``tests/test_yarn_emulator.py`` and ``tests/test_emulator_golden.py``
-hold the emulator's answers to: the ``ResourceManagerRest.md`` tables and examples of Hadoop
+The key sets below are what ``tests/integration/test_yarn_emulator.py`` and
+``tests/integration/test_emulator_golden.py`` hold the emulator's answers to: the
+``ResourceManagerRest.md`` tables and examples of Hadoop
 3.3 / 3.4 and the ``webapp/dao`` classes of the ResourceManager, plus what a real 3.5.0 RM
 answered (``tests/golden/rm-3.5.0``). Alongside them: the REST root, the Hadoop lines served,
 resource and configuration names, the RM's diagnostics texts and the application states.

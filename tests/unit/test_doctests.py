@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import doctest
 import importlib
-from pathlib import Path
 
 import pytest
+from support import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 PACKAGES = ("arbiter", "yarn_bridge", "hive_hooks", "qoop_planner")
 
 

@@ -21,11 +21,12 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from support import REPO
 
 import yarn_bridge.env as bridge_env
 from arbiter.config import SCHEMA, env_name, load_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 DEPLOY = ROOT / "deploy"
 CONF = DEPLOY / "conf"
 COMPOSE = ROOT / "docker-compose.yml"  # at the top level, as the design card has it

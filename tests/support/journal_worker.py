@@ -1,7 +1,7 @@
 """Child process for the crash tests: runs deterministic auction rounds into a journal forever.
 
-``python tests/journal_worker.py JOURNAL`` resumes from whatever the journal holds, so a run
-killed with SIGKILL and restarted continues the same deterministic sequence (:func:`step`).
+``python -P tests/support/journal_worker.py JOURNAL`` resumes from whatever the journal holds,
+so a run killed with SIGKILL and restarted continues the same deterministic sequence (:func:`step`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The wire contract: stubs are fresh, import, and carry the services the issue names."""
+"""The wire contract: fresh stubs that import and carry the AppMaster, QueryShare, Admin APIs."""
 
 from __future__ import annotations
 

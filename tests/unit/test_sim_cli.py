@@ -1,4 +1,4 @@
-"""``yarn-arbiter simulate`` / ``compare``: the JSON keys the issue names, CSV, plots, errors."""
+"""``yarn-arbiter simulate`` / ``compare``: the JSON keys of a summary, CSV, plots, errors."""
 
 from __future__ import annotations
 

@@ -20,11 +20,11 @@ import argparse
 import importlib.util
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from support import REPO
 
 from yarn_bridge.cli import add_parsers, build_emulator
 from yarn_bridge.emulator import RMEmulator
@@ -48,7 +48,7 @@ from yarn_bridge.rm import (
     parse_timeouts,
 )
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "rm-3.5.0"
+GOLDEN = REPO / "tests" / "golden" / "rm-3.5.0"
 NAMES = sorted(p.stem for p in GOLDEN.glob("*.json") if p.name != "MANIFEST.json")
 
 

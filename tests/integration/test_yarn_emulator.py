@@ -9,10 +9,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
+from support import REPO
 
 from arbiter.cluster import load_cluster
 from yarn_bridge.cli import FAULTS_HELP, add_parsers, build_emulator
@@ -45,7 +45,7 @@ from yarn_bridge.env import ENV_RM_URL
 from yarn_bridge.rm import RMClient, RMUnavailable
 
 WS = "/ws/v1/cluster"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import journal_worker
 
 from arbiter.auction import Bid
 from arbiter.journal import (
@@ -24,9 +25,6 @@ from arbiter.journal import (
     token_matches,
 )
 from arbiter.rounds import ArbiterState, InvariantViolation, Lease
-
-sys.path.insert(0, str(Path(__file__).parent))
-import journal_worker
 
 GPUS = journal_worker.CLUSTER.gpu_ids
 
@@ -113,7 +111,9 @@ def test_kill_9_at_random_points_loses_nothing(tmp_path: Path) -> None:
     expected = ArbiterState(GPUS)
     for _ in range(8):
         proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).parent / "journal_worker.py"), str(path)],
+            # -P: the script's directory (tests/support, which has a module named arbiter) is
+            # not put first on sys.path, so ``import arbiter`` finds the package
+            [sys.executable, "-P", journal_worker.__file__, str(path)],
             stdout=subprocess.PIPE,
             env=env,
         )

@@ -27,7 +27,7 @@ from typing import TypeVar
 
 import httpx
 import pytest
-from support import wait_for
+from support import REPO, wait_for
 from support.yarn import (
     Arbiter,
     am_log,
@@ -75,7 +75,7 @@ from yarn_bridge.submit import (
 )
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parent.parent
+
 
 # -- the protocol ------------------------------------------------------------------------------
 

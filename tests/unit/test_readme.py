@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from support import REPO
+
+README = REPO / "README.md"
 
 
 def test_quick_start_is_the_two_make_commands() -> None:
