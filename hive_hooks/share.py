@@ -36,7 +36,7 @@ at a time (HiveServer2 offers no way to hold a query at zero).
 arbiter's YARN watcher, ``yarn_bridge/watcher.py``): a query registered with the arbiter is
 already one analytics job in QOOP's |J|; the Tez/MapReduce application Hive launches for it must
 not be counted a second time. The watcher skips apps tagged ``yarn-arbiter-query:<job_id>``
-(:func:`yarn_bridge.watcher.query_tag`, reused here, not re-implemented). :func:`tag_settings`
+(:func:`yarn_bridge.rm_events.query_tag`, reused here, not re-implemented). :func:`tag_settings`
 gives the session settings that carry that tag, for the source's current registration:
 
 * ``hive.query.tag``: the spec's recipe (§3.4, ``set hive.query.tag=...``); Hive 3/4's
@@ -71,7 +71,7 @@ from hive_hooks.errors import ShareSourceError
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from qoop_planner.model import Share
-from yarn_bridge.watcher import query_tag
+from yarn_bridge.rm_events import query_tag
 
 __all__ = [
     "DEFAULT_SHARE",

@@ -23,9 +23,9 @@ Choices where the seed is silent:
   can neither beat the best plan found so far nor improve on the current plan by more than
   ``h`` cannot change the decision, so its simulation is skipped (plans are tried in order of
   their bounds, and a simulation stops once its clock plus a bound on the work of its stages not
-  yet started passes the limit). ``Decision.estimates`` is still exact for every plan: a skipped
-  plan is simulated when its entry is first read. ``prune=False`` simulates every plan up front.
-  On 64 plans of 8 relations this keeps a decision at a few milliseconds (vs tens without).
+  yet started passes the limit). ``ReplanDecision.estimates`` is still exact for every plan: a
+  skipped plan is simulated when its entry is first read. ``prune=False`` simulates every plan up
+  front. On 64 plans of 8 relations this keeps a decision at a few milliseconds (vs tens without).
 * **reuse** = the chosen plan's *frontier* checkpoints: checkpointed stages that some stage
   still to run reads (found by walking from the root and stopping at checkpoints). A
   checkpointed stage whose consumers are all checkpointed, or lie below a checkpoint, is not
@@ -63,7 +63,7 @@ from qoop_planner.packing import (
     _simulate,
 )
 
-__all__ = ["CHECKPOINT_PREFIX", "Decision", "checkpoint_table", "decide", "rewrite"]
+__all__ = ["CHECKPOINT_PREFIX", "ReplanDecision", "checkpoint_table", "decide", "rewrite"]
 
 CHECKPOINT_PREFIX = "qoop_ckpt_"
 
@@ -105,7 +105,7 @@ class _Estimates(Mapping[str, float]):
 
 
 @dataclass(frozen=True)
-class Decision:
+class ReplanDecision:
     """The outcome of one re-planning decision (module docstring).
 
     ``plan`` is the plan to run from now on: the new plan on a switch, else the current one.
@@ -234,7 +234,7 @@ def decide(
     hysteresis: float = 0.15,
     current_plan_id: str | None,
     prune: bool = True,
-) -> Decision:
+) -> ReplanDecision:
     """One greedy re-planning decision (module docstring).
 
     ``current_plan_id`` is the plan running now (None before the query starts); it must be one
@@ -331,7 +331,7 @@ def decide(
             kept |= {cpn.sigs[i] for i in needed if cpn.sigs[i] in progress.running}
             depth = _backtrack_depth(by_id[current_plan_id], kept, progress)
 
-    return Decision(
+    return ReplanDecision(
         switch=switch,
         plan=chosen,
         rewritten=rewrite(chosen, progress),

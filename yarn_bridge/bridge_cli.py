@@ -44,6 +44,14 @@ from yarn_bridge.auth import add_auth_arguments, auth_hook, auth_hook_from_args
 from yarn_bridge.enforcer import DEFAULT_SLACK_S, Enforcer
 from yarn_bridge.env import ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA, ENV_RM_URL
 from yarn_bridge.rm import RMClient, RMError
+from yarn_bridge.rm_events import (
+    CLUSTER_NAME,
+    DEFAULT_ANALYTICS_QUEUES,
+    DEFAULT_CONFIRM_POLLS,
+    RMView,
+    cluster_from_nodes,
+    node_view,
+)
 from yarn_bridge.settings import (
     ANALYTICS_QUEUES,
     AUTH_CACHE_S,
@@ -70,15 +78,7 @@ from yarn_bridge.submit import (
     default_user,
     submit_ml_app,
 )
-from yarn_bridge.watcher import (
-    CLUSTER_NAME,
-    DEFAULT_ANALYTICS_QUEUES,
-    DEFAULT_CONFIRM_POLLS,
-    RMView,
-    Watcher,
-    cluster_from_nodes,
-    node_view,
-)
+from yarn_bridge.watcher import Watcher
 
 if TYPE_CHECKING:
     from yarn_bridge.arbiter_port import ArbiterPort
@@ -228,7 +228,7 @@ def initial_cluster(
     name: str = CLUSTER_NAME,
 ) -> Cluster:
     """The arbiter's cluster as the RM's nodes are now (GPU nodes RUNNING or DECOMMISSIONING,
-    :func:`yarn_bridge.watcher.cluster_from_nodes`). Waits up to ``wait_s`` seconds for an RM
+    :func:`yarn_bridge.rm_events.cluster_from_nodes`). Waits up to ``wait_s`` seconds for an RM
     that does not answer (or answers badly), then raises the last
     :class:`~yarn_bridge.rm.RMError`: an arbiter must not start on a made-up cluster (the
     journal's leases are checked against it)."""

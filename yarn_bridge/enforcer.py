@@ -15,7 +15,7 @@ still holds more ``yarn.io/gpu`` than it has live leases for, it is killed throu
 
 Functional core and shell, as everywhere (``ARCHITECTURE.md`` principle 1):
 
-* :func:`decide` (pure): the apps the watcher sees (:class:`~yarn_bridge.watcher.AppView`, with
+* :func:`decide` (pure): the apps the watcher sees (:class:`~yarn_bridge.rm_events.AppView`, with
   ``gpus_used`` from the RM), the GPUs each arbiter app holds leases for at ``now``
   (:func:`held_counts` over the core's leases), the registered arbiter apps, and the enforcer's
   own state -> the next state and the actions (:class:`Action`) to take. :func:`settle` folds an
@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Final
 
 from arbiter.rounds import Lease
 from yarn_bridge.rm import GPU, RMClient, RMError, RMNotFound, SchedConfUpdate
-from yarn_bridge.watcher import ML, AppView
+from yarn_bridge.rm_events import ML, AppView
 
 if TYPE_CHECKING:
     from yarn_bridge.arbiter_port import ArbiterPort

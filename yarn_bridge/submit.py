@@ -106,7 +106,7 @@ from yarn_bridge.rm import (
     RMNotFound,
     RMUnavailable,
 )
-from yarn_bridge.watcher import arbiter_app_tag
+from yarn_bridge.rm_events import arbiter_app_tag
 
 __all__ = [
     "AM_MAIN_CLASS",

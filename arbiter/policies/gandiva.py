@@ -59,7 +59,7 @@ __all__ = [
     "Gandiva",
     "Leases",
     "LocalityPerf",
-    "Offer",
+    "PlacementOffer",
     "PlacementRates",
     "serve_on_availability",
 ]
@@ -89,7 +89,7 @@ class Leases:
 
 
 @dataclass(frozen=True)
-class Offer:
+class PlacementOffer:
     """What a job would get now: ``gpus`` and their placement ``score`` (rate / ideal, <= 1)."""
 
     gpus: frozenset[str]
@@ -97,7 +97,7 @@ class Offer:
 
 
 # key(job, offer) -> a sortable priority (smaller first), or None: the job declines the offer.
-KeyFn = Callable[[JobView, Offer], Any]
+KeyFn = Callable[[JobView, PlacementOffer], Any]
 # bound(job) -> a priority no offer can beat (the key at score 1), for pruning.
 BoundFn = Callable[[JobView], Any]
 
@@ -169,7 +169,7 @@ def serve_on_availability(
         probes: dict[tuple[int, int], frozenset[str] | None] = {}
         best: tuple[Hashable, float, str] | None = None
         best_job: JobView | None = None
-        best_offer: Offer | None = None
+        best_offer: PlacementOffer | None = None
         for job in order:
             if best is not None and (bound(job), job.arrival_s, job.job_id) > best:
                 break  # sorted by bound: nobody further on can beat the best
@@ -190,7 +190,7 @@ def serve_on_availability(
                     gpus, score = job.held, own
             if gpus is None or not score > 0:
                 continue
-            offer = Offer(gpus, score)
+            offer = PlacementOffer(gpus, score)
             k = key(job, offer)
             if k is None:
                 continue
@@ -229,7 +229,7 @@ class Gandiva:
         return self.lease_s is not None
 
     def decide(self, snapshot: Snapshot[Leases]) -> Decision[Leases]:
-        def key(job: JobView, offer: Offer) -> float | None:
+        def key(job: JobView, offer: PlacementOffer) -> float | None:
             return None if offer.score < self.min_score else -offer.score
 
         return serve_on_availability(

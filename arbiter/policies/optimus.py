@@ -39,7 +39,7 @@ import math
 from dataclasses import dataclass
 
 from arbiter.policies.base import Decision, JobView, Snapshot
-from arbiter.policies.gandiva import Leases, Offer, PlacementRates, serve_on_availability
+from arbiter.policies.gandiva import Leases, PlacementOffer, PlacementRates, serve_on_availability
 from arbiter.policies.srtf import estimated_remaining_time
 from arbiter.rounds import DEFAULT_LEASE_SECONDS
 
@@ -73,7 +73,7 @@ class Optimus:
                 ideal_time[job.job_id] = t * job.gang if self.per_gpu else t
             return ideal_time[job.job_id]
 
-        def key(job: JobView, offer: Offer) -> float:
+        def key(job: JobView, offer: PlacementOffer) -> float:
             return bound(job) / offer.score  # the offer's score is in (0, 1]
 
         return serve_on_availability(

@@ -52,7 +52,7 @@ from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from qoop_planner.model import Plan, Progress, Share
 from qoop_planner.tpc import load_tpc as tpc_queries
-from yarn_bridge.watcher import query_tag
+from yarn_bridge.rm_events import query_tag
 
 pytestmark = pytest.mark.slow
 

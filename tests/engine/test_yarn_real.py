@@ -25,7 +25,7 @@ from yarn_bridge.bridge_cli import Bridge, initial_cluster
 from yarn_bridge.env import ML_APP_TAG
 from yarn_bridge.local_hadoop import HadoopError, LocalHadoop, LocalHadoopSpec, port_busy
 from yarn_bridge.rm import AppSubmission, RMClient, RMError
-from yarn_bridge.watcher import (
+from yarn_bridge.rm_events import (
     AppArrived,
     AppEnded,
     NodeRemoved,

@@ -33,7 +33,7 @@ from hive_hooks.yarn_engine import (
     executors_for_share,
 )
 from qoop_planner.model import Share
-from yarn_bridge.watcher import QUERY_TAG_PREFIX
+from yarn_bridge.rm_events import QUERY_TAG_PREFIX
 
 SPEC = ExecutorSpec(max_total=4)
 LATENCY: dict[str, list[float]] = {"up": [], "down": []}

@@ -445,7 +445,7 @@ def test_the_bridge_reads_the_compose_queues(services: dict[str, dict[str, Any]]
     from yarn_bridge.emulator import HADOOP_VERSIONS, RMEmulator
     from yarn_bridge.enforcer import with_gpus
     from yarn_bridge.rm import RMClient, SchedConfUpdate
-    from yarn_bridge.watcher import DEFAULT_ANALYTICS_QUEUES, analytics_capacity
+    from yarn_bridge.rm_events import DEFAULT_ANALYTICS_QUEUES, analytics_capacity
 
     hive, yarn = hadoop_conf("hive-site.xml"), hadoop_conf("yarn-site.xml")
     sched = hadoop_conf("capacity-scheduler.xml")

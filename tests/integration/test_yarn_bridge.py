@@ -63,8 +63,7 @@ from yarn_bridge.env import (
     ML_APP_TAG,
 )
 from yarn_bridge.rm import RMAuthError, RMClient, RMUnavailable, SchedConfUpdate
-from yarn_bridge.submit import SubmitError, SubmitSpec, application_tags, build_submission
-from yarn_bridge.watcher import (
+from yarn_bridge.rm_events import (
     ANALYTICS,
     ML,
     AppArrived,
@@ -80,6 +79,7 @@ from yarn_bridge.watcher import (
     diff,
     query_tag,
 )
+from yarn_bridge.submit import SubmitError, SubmitSpec, application_tags, build_submission
 
 FAST: dict[str, Any] = {"timeout": 1.0, "deadline": 2.0, "backoff": 0.02, "max_backoff": 0.1}
 TOTAL = Resources(64.0, 131072.0)  # the emulator's 2 nodes x (32 vcores, 65536 MB)
