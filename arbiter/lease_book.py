@@ -163,6 +163,15 @@ class LeaseBook:
                 "and its GPUs go back to auction",
             )
         longer = replace(lease, end=max(lease.end, now) + seconds)
+        taken = [x for x in self.state.leases if x is not lease and x.gpus & lease.gpus
+                 and x.start < longer.end and x.end > lease.end]  # fmt: skip
+        if taken:  # a later lease (a leftover reserved from this one's end) has the GPUs
+            first = min(taken, key=lambda x: x.start)
+            raise RequestError(
+                Code.FAILED_PRECONDITION,
+                f"lease {lid}'s GPUs are reserved for {first.app_id} from its end on: it ends "
+                "at its term",
+            )
         leases = tuple(longer if x is lease else x for x in self.state.leases)
         self.commit(replace(self.state, leases=leases), now=now)
         return longer

@@ -247,8 +247,10 @@ class SchedulerLoop:
             # Nobody answered: count the round, so that the next offer uses a fresh number.
             book.commit(replace(book.state, round=max(book.state.round, p.round)), now=now)
             return
-        granted = outcome.granted
-        bids = [p.bids[a] for a in outcome.participants]
+        # An app that finished (finish_app) while the round was decided gets nothing: its GPUs
+        # stay free, and the journal never holds a lease of an app it does not know.
+        granted = tuple(x for x in outcome.granted if x.app_id in self.sessions.apps)
+        bids = [p.bids[a] for a in outcome.participants if a in self.sessions.apps]
         last_bids = dict(book.state.last_bids)
         last_bids.update((b.app_id, b) for b in bids)
         state = replace(
@@ -263,6 +265,8 @@ class SchedulerLoop:
             log.warning("round %d dropped: its GPUs changed while it was decided", p.round)
             book.mark_freed(now)
             return
+        if len(granted) != len(outcome.granted):
+            book.mark_freed(now)  # the finished apps' share is offered again
         if outcome.result.budget_stops:
             log.info(
                 "round %d: %d solves stopped at the time budget (%d bidders); the best "
