@@ -9,7 +9,9 @@ invariant "no GPU in two live leases" (:func:`arbiter.rounds.check_invariants`) 
 it loads. :meth:`Journal.load` checks the invariant and refuses a journal that breaks it.
 
 SQLite runs in WAL mode with ``synchronous=FULL``: a committed transaction survives a process
-crash and a power cut. One connection per journal object; the service shell serialises writes.
+crash and a power cut. The file is opened by :class:`arbiter.sqlite_store.SQLiteStore` (the
+schema version is in ``PRAGMA user_version`` and, for older builds, in the ``meta`` table). One
+connection per journal object; the service shell serialises writes.
 A ZooKeeper backend for highly-available deployments can implement the same interface.
 """
 
@@ -22,6 +24,7 @@ import math
 import secrets
 import sqlite3
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -29,6 +32,7 @@ from typing import Protocol
 
 from arbiter.auction import Bid
 from arbiter.rounds import ArbiterState, InvariantViolation, Lease, LeaseSource, check_invariants
+from arbiter.sqlite_store import SQLiteStore
 
 __all__ = [
     "AppRecord",
@@ -46,7 +50,8 @@ SCHEMA_VERSION = 1
 
 
 class JournalCorrupt(RuntimeError):
-    """The journal holds a state that breaks an invariant; the message says which."""
+    """The journal cannot be used as it is: it holds a state that breaks an invariant, is not a
+    SQLite database (or is damaged), or has another schema version; the message says which."""
 
 
 def new_token() -> str:
@@ -125,42 +130,58 @@ def _bid_from_json(app_id: str, text: str) -> Bid:
     return Bid(app_id, rows)
 
 
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS apps (
+    app_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, app_name TEXT,
+    user TEXT, queue TEXT, max_gpu_demand INTEGER NOT NULL, jobs TEXT NOT NULL,
+    registered_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    lease_id TEXT PRIMARY KEY, app_id TEXT NOT NULL, gpus TEXT NOT NULL,
+    start REAL NOT NULL, end REAL NOT NULL, round INTEGER NOT NULL,
+    source TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS bids (
+    app_id TEXT PRIMARY KEY, round INTEGER NOT NULL, rows TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS knobs (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
 class SQLiteJournal:
-    """The embedded journal: one SQLite file in WAL mode (see module docstring)."""
+    """The embedded journal: one SQLite file in WAL mode (see module docstring), opened by
+    :class:`~arbiter.sqlite_store.SQLiteStore`. A file that is not a database, or one of another
+    schema version, raises :class:`JournalCorrupt`; a full disk raises
+    :class:`~arbiter.sqlite_store.StoreError`."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(  # idempotent DDL; executescript commits by itself
-            """
-                CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS apps (
-                    app_id TEXT PRIMARY KEY, token_hash TEXT NOT NULL, app_name TEXT,
-                    user TEXT, queue TEXT, max_gpu_demand INTEGER NOT NULL, jobs TEXT NOT NULL,
-                    registered_at REAL NOT NULL);
-                CREATE TABLE IF NOT EXISTS leases (
-                    lease_id TEXT PRIMARY KEY, app_id TEXT NOT NULL, gpus TEXT NOT NULL,
-                    start REAL NOT NULL, end REAL NOT NULL, round INTEGER NOT NULL,
-                    source TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS bids (
-                    app_id TEXT PRIMARY KEY, round INTEGER NOT NULL, rows TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS knobs (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-                """
+        self._store = SQLiteStore(
+            self.path,
+            schema=_SCHEMA,
+            version=SCHEMA_VERSION,
+            synchronous="FULL",
+            foreign_keys=True,
+            label="journal",
+            corrupt=JournalCorrupt,
         )
+        self._db = self._store.db
+        try:
+            self._migrate()
+        except BaseException:
+            self._store.close()
+            raise
+
+    def _migrate(self) -> None:
         # Journals written before apps were bound to their YARN application gain the column
         # (empty: not bound); nothing else changes, so the schema version stays.
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(apps)")}
         if "yarn_app_id" not in columns:
-            with self._tx():
-                self._db.execute("ALTER TABLE apps ADD COLUMN yarn_app_id TEXT NOT NULL DEFAULT ''")
-        with self._tx():
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            with self._tx() as db:
+                db.execute("ALTER TABLE apps ADD COLUMN yarn_app_id TEXT NOT NULL DEFAULT ''")
+        # The meta table keeps the schema version too: builds before SQLiteStore read it there.
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
-                self._db.execute(
+                db.execute(
                     "INSERT INTO meta VALUES ('schema', ?), ('round', '0')", (str(SCHEMA_VERSION),)
                 )
             elif int(row[0]) != SCHEMA_VERSION:
@@ -168,18 +189,9 @@ class SQLiteJournal:
                     f"journal {self.path} has schema {row[0]}, this build reads {SCHEMA_VERSION}"
                 )
 
-    def _tx(self):
-        db = self._db
-
-        class _Tx:
-            def __enter__(self) -> sqlite3.Connection:
-                db.execute("BEGIN IMMEDIATE")
-                return db
-
-            def __exit__(self, exc_type, exc, tb) -> None:
-                db.execute("ROLLBACK" if exc_type else "COMMIT")
-
-        return _Tx()
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction: committed at the end of the block, rolled back if it raises."""
+        return self._store.transaction()
 
     # -- writes ------------------------------------------------------------------------
 
@@ -282,4 +294,4 @@ class SQLiteJournal:
         return Recovered(MappingProxyType(apps), state, MappingProxyType(knobs))
 
     def close(self) -> None:
-        self._db.close()
+        self._store.close()

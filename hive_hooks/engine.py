@@ -71,6 +71,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hive_hooks.errors import DRIVER_ERRORS
+
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 HOST = "127.0.0.1"
 DEFAULT_START_TIMEOUT = 180.0
@@ -292,6 +294,7 @@ class LocalHiveServer:
         return env
 
     def _wait_ready(self, t0: float) -> None:
+
         deadline = t0 + self.start_timeout
         last_error: BaseException | None = None
         while True:
@@ -306,7 +309,7 @@ class LocalHiveServer:
                 try:
                     self.connect().close()
                     return
-                except Exception as e:  # not ready yet: thrift/pyhive errors vary
+                except DRIVER_ERRORS as e:  # not ready yet: pyhive, thrift or socket errors
                     last_error = e
             if time.monotonic() > deadline:
                 raise HiveServerStartError(

@@ -39,8 +39,8 @@ from hive_hooks.beeline.errors import (
     EXIT_USAGE,
     PROG,
     CliError,
-    client_errors,
 )
+from hive_hooks.errors import DRIVER_ERRORS
 
 __all__ = [
     "PID_FILE",
@@ -224,7 +224,7 @@ def _wait_started(
             if connected_at is None:
                 from pyhive import hive
 
-                with contextlib.suppress(*client_errors()):  # not ready yet
+                with contextlib.suppress(*DRIVER_ERRORS):  # not ready yet
                     hive.connect(host="127.0.0.1", port=port, auth="NOSASL").close()
                     connected_at = time.monotonic()
             elif time.monotonic() - connected_at > 10:  # the engine printed no ready line

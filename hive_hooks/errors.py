@@ -22,7 +22,11 @@ raise (pyhive's ``OperationalError`` carries the Thrift response; a dead server 
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+
 __all__ = [
+    "DRIVER_ERRORS",
     "EngineUnavailableError",
     "QoopHiveError",
     "QueryError",
@@ -34,6 +38,27 @@ __all__ = [
     "engine_message",
     "is_connection_lost",
 ]
+
+
+def _driver_errors() -> tuple[type[Exception], ...]:
+    """What a statement on a pyhive connection can raise: the driver's DB-API errors (the
+    engine's refusals arrive as ``OperationalError``), Thrift's transport and protocol errors,
+    socket errors, and the HTTP client's errors with ``transportMode=http``."""
+    found: list[type[Exception]] = [OSError, EOFError, http.client.HTTPException]
+    with contextlib.suppress(ImportError):  # pyhive and thrift come with the 'hive' extra
+        from pyhive.exc import Error as PyhiveError
+
+        found.append(PyhiveError)
+    with contextlib.suppress(ImportError):
+        from thrift.Thrift import TException
+
+        found.append(TException)
+    return tuple(found)
+
+
+# What a DB-API call on a HiveServer2 connection raises (:func:`is_connection_lost` sorts these
+# into "the connection is gone" and "the engine refused the statement").
+DRIVER_ERRORS: tuple[type[Exception], ...] = _driver_errors()
 
 # Messages HiveServer2 returns for handles of a session that no longer exists (server restart).
 _LOST_MARKERS = (

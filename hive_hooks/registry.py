@@ -5,7 +5,9 @@ from (and backtrack to) them (spec ``qoop-themis.md`` A.3, A.4.2; T:498-505, T:6
 engine's own persistence is a table: each finished stage is a ``CREATE TABLE ... AS SELECT`` in
 the checkpoint database (``hive_hooks.executor``). This module remembers those tables across
 client and server restarts, in SQLite (WAL, like the arbiter's journal; ARCHITECTURE.md
-principle 6). Default file: ``~/.qoop-hive/registry.db`` (:func:`default_registry_path`: the
+principle 6; the file is opened by :class:`arbiter.sqlite_store.SQLiteStore` with
+``synchronous=NORMAL``: a commit survives a process crash, a power cut may lose the last ones).
+Default file: ``~/.qoop-hive/registry.db`` (:func:`default_registry_path`: the
 ``qoop.hive.registry.path`` key, or the ``QOOP_HIVE_REGISTRY`` environment variable; or the
 ``path`` argument).
 
@@ -39,9 +41,11 @@ Decisions:
 * **Only our tables.** gc drops tables whose names start with
   :data:`qoop_planner.replan.CHECKPOINT_PREFIX`; anything else in the checkpoint database is left
   alone.
-* One SQLite connection per registry object, serialised by a lock (the executor calls it from
-  its orchestrator thread and from stage workers); several processes may share the file (WAL,
-  busy timeout).
+* One SQLite connection per registry object, serialised by the store's lock (the executor calls
+  it from its orchestrator thread and from stage workers); several processes may share the file
+  (WAL, busy timeout). Writes of several statements are one transaction. A file of another schema
+  version, or one that is not a database, raises :class:`arbiter.sqlite_store.StoreError` (a
+  ``RuntimeError``), as does a full disk.
 """
 
 from __future__ import annotations
@@ -50,13 +54,14 @@ import json
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arbiter.sqlite_store import SQLiteStore
+from hive_hooks.errors import DRIVER_ERRORS
 from qoop_planner.cost import History, StageMeasurement, TableStats
 from qoop_planner.replan import CHECKPOINT_PREFIX
 
@@ -319,7 +324,8 @@ def _record(row: sqlite3.Row) -> CheckpointRecord:
 
 
 class CheckpointRegistry:
-    """The SQLite-backed registry (module docstring). ``path=":memory:"`` for a throwaway one."""
+    """The SQLite-backed registry (module docstring). ``path=":memory:"`` for a throwaway one;
+    ``~`` in ``path`` is expanded."""
 
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, clock: Callable[[], float] = time.time
@@ -328,39 +334,26 @@ class CheckpointRegistry:
             path = default_registry_path()
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
             self.path = str(Path(self.path).expanduser())
         self.clock = clock
-        self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
-        self._db.row_factory = sqlite3.Row
-        with self._lock:
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            (version,) = self._db.execute("PRAGMA user_version").fetchone()
-            if version == 0:
-                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif version != SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"registry {self.path} has schema version {version}, this code reads "
-                    f"{SCHEMA_VERSION}; move the file away to start a fresh registry"
-                )
-            self._db.commit()
+        self._store = SQLiteStore(
+            self.path,
+            schema=_SCHEMA,
+            version=SCHEMA_VERSION,
+            synchronous="NORMAL",
+            busy_timeout_s=30.0,
+            label="registry",
+            hint="; move the file away to start a fresh registry",
+        )
+        self._store.db.row_factory = sqlite3.Row
 
     # -- plumbing --------------------------------------------------------------------------
 
     def _exec(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            cur = self._db.execute(sql, args)
-            rows = cur.fetchall()
-            self._db.commit()
-            return rows
+        return self._store.execute(sql, args)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._store.close()
 
     def __enter__(self) -> CheckpointRegistry:
         return self
@@ -375,12 +368,12 @@ class CheckpointRegistry:
 
     def record_checkpoint(self, rec: CheckpointRecord) -> None:
         """Insert or replace the record of ``rec.database.rec.table`` (and of its stage)."""
-        with self._lock:
-            self._db.execute(
+        with self._store.transaction() as db:
+            db.execute(
                 "DELETE FROM checkpoints WHERE database=? AND namespace=? AND signature=?",
                 (rec.database, rec.namespace, rec.signature),
             )
-            self._db.execute(
+            db.execute(
                 "INSERT OR REPLACE INTO checkpoints (database, tbl, namespace, signature, "
                 "query_id, plan_id, stage_id, rows, bytes, seconds, created_at, last_used_at) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -399,7 +392,6 @@ class CheckpointRegistry:
                     rec.last_used_at,
                 ),
             )
-            self._db.commit()
 
     def update_size(self, database: str, table: str, rows: int | None, nbytes: int | None) -> None:
         self._exec(
@@ -411,12 +403,11 @@ class CheckpointRegistry:
     def touch(self, database: str, tables: Iterable[str], now: float | None = None) -> None:
         """Mark checkpoints as used now (retention counts from the last use)."""
         t = self.clock() if now is None else now
-        with self._lock:
-            self._db.executemany(
+        with self._store.transaction() as db:
+            db.executemany(
                 "UPDATE checkpoints SET last_used_at=? WHERE database=? AND tbl=?",
                 [(t, database, x) for x in tables],
             )
-            self._db.commit()
 
     def lookup(self, database: str, namespace: str) -> dict[str, CheckpointRecord]:
         """The checkpoints of one query namespace: signature digest -> record."""
@@ -440,12 +431,11 @@ class CheckpointRegistry:
         return [_record(r) for r in rows]
 
     def remove(self, database: str, tables: Iterable[str]) -> None:
-        with self._lock:
-            self._db.executemany(
+        with self._store.transaction() as db:
+            db.executemany(
                 "DELETE FROM checkpoints WHERE database=? AND tbl=?",
                 [(database, t) for t in tables],
             )
-            self._db.commit()
 
     def reconcile(self, database: str, existing: Iterable[str]) -> ReconcileReport:
         """Drop the records whose table is not in ``existing`` (the checkpoint database's
@@ -484,9 +474,9 @@ class CheckpointRegistry:
         return TableStats(rows=r["rows"], bytes=r["bytes"], ndv=json.loads(r["ndv"]))
 
     def put_table_stats(self, table: str, version: str, stats: TableStats) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM table_stats WHERE tbl=?", (table,))  # older versions
-            self._db.execute(
+        with self._store.transaction() as db:
+            db.execute("DELETE FROM table_stats WHERE tbl=?", (table,))  # older versions
+            db.execute(
                 "INSERT INTO table_stats VALUES (?,?,?,?,?,?)",
                 (
                     table,
@@ -497,7 +487,6 @@ class CheckpointRegistry:
                     self.clock(),
                 ),
             )
-            self._db.commit()
 
     # -- runs and the stage log ------------------------------------------------------------
 
@@ -542,14 +531,13 @@ class CheckpointRegistry:
         seconds: float | None = None,
     ) -> None:
         now = self.clock()
-        with self._lock:
-            self._db.execute(
+        with self._store.transaction() as db:
+            db.execute(
                 "INSERT INTO stage_log (query_id, plan_id, stage_id, kind, tbl, rows, seconds, at) "
                 "VALUES (?,?,?,?,?,?,?,?)",
                 (query_id, plan_id, stage_id, kind, table, rows, seconds, now),
             )
-            self._db.execute("UPDATE runs SET heartbeat_at=? WHERE query_id=?", (now, query_id))
-            self._db.commit()
+            db.execute("UPDATE runs SET heartbeat_at=? WHERE query_id=?", (now, query_id))
 
     def stage_log(self, query_id: str | None = None) -> list[StageLogEntry]:
         if query_id is None:
@@ -595,6 +583,9 @@ class CheckpointRegistry:
         try:
             conn = connect()
         except Exception as e:
+            # broad: ``connect`` is the caller's factory (pyhive with any transport and auth
+            # layer); whatever it raises means "no session", re-raised as the
+            # EngineUnavailableError or QueryError that says why
             raise connect_error(e) from e
         try:
             cur = conn.cursor()
@@ -615,7 +606,7 @@ class CheckpointRegistry:
                 if not dry_run:
                     try:
                         cur.execute(f"DROP TABLE IF EXISTS {r.qualified}")
-                    except Exception as e:  # keep going; report the table
+                    except DRIVER_ERRORS as e:  # keep going; report the table
                         failed[r.table] = engine_message(e)
                         continue
                     self.remove(database, [r.table])
@@ -630,15 +621,17 @@ class CheckpointRegistry:
                 if not dry_run:
                     try:
                         cur.execute(f"DROP TABLE IF EXISTS {database}.{o}")
-                    except Exception as e:
+                    except DRIVER_ERRORS as e:  # keep going; report the table
                         failed[o] = engine_message(e)
                         continue
                 orphans_dropped.append(o)
         finally:
             try:
                 conn.close()
-            except Exception:  # closing a dead connection
-                log.debug("closing the gc connection failed", exc_info=True)
+            except Exception:
+                # broad: best-effort cleanup of a connection that may be dead; a failing close
+                # must not replace the error being raised (or the report), so it is only logged
+                log.debug("closing the gc connection to %s failed", database, exc_info=True)
         return GcReport(
             database=database,
             dropped=tuple(dropped),
@@ -654,11 +647,11 @@ class CheckpointRegistry:
 def show_tables(cursor: Any, database: str) -> list[str]:
     """Table names of ``database`` (Spark returns (namespace, tableName, isTemporary) rows,
     Hive one column); ``[]`` if the database does not exist."""
+    from hive_hooks.errors import engine_message, is_connection_lost
+
     try:
         cursor.execute(f"SHOW TABLES IN {database}")
-    except Exception as e:
-        from hive_hooks.errors import engine_message, is_connection_lost
-
+    except DRIVER_ERRORS as e:
         if is_connection_lost(e):
             raise
         msg = engine_message(e).lower()

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hive_hooks.errors import (
+    DRIVER_ERRORS,
     EngineUnavailableError,
     QueryError,
     connect_error,
@@ -146,6 +147,9 @@ def load_tpc(
     try:
         conn = connect()
     except Exception as e:
+        # broad: ``connect`` is the caller's factory (pyhive with any transport and auth layer,
+        # the CLI's JDBC session); whatever it raises means "no session", re-raised as the
+        # EngineUnavailableError or QueryError that says why
         raise connect_error(e) from e
     try:
         cur = conn.cursor()
@@ -153,7 +157,7 @@ def load_tpc(
         def run(sql: str) -> None:
             try:
                 cur.execute(sql)
-            except Exception as e:
+            except DRIVER_ERRORS as e:
                 if is_connection_lost(e):
                     raise EngineUnavailableError(
                         f"lost the connection to HiveServer2: {engine_message(e)}"
@@ -189,7 +193,9 @@ def load_tpc(
             if copy:
                 shutil.rmtree(root / t / load_id, ignore_errors=True)
     finally:
-        with contextlib.suppress(Exception):  # the connection may be dead already
+        # broad: best-effort cleanup of a connection that may be dead already; a failing close
+        # must not replace the error being raised
+        with contextlib.suppress(Exception):
             conn.close()
     return LoadReport(
         bench=bench,

@@ -389,6 +389,20 @@ class YarnHiveServer(LocalHiveServer):
 # =========================================================================== driver side
 
 
+def _jvm_errors() -> tuple[type[Exception], ...]:
+    """What a py4j call into the driver's JVM raises: ``Py4JError`` (a Java exception, a method
+    the object does not have, the gateway gone: ``Py4JJavaError``, ``Py4JNetworkError``). py4j
+    comes with pyspark, which only the driver process needs; elsewhere nothing calls the JVM."""
+    try:
+        from py4j.protocol import Py4JError
+    except ImportError:
+        return ()
+    return (Py4JError,)
+
+
+_JVM_ERRORS: tuple[type[Exception], ...] = _jvm_errors()
+
+
 class _Driver:
     """Runs in the driver process: the SparkSession, the Thrift Server, the reconciler and the
     control endpoint (module docstring)."""
@@ -441,7 +455,7 @@ class _Driver:
         for i in ids:
             try:
                 out[i] = bool(ts.isExecutorBusy(i))
-            except Exception:  # not a TaskSchedulerImpl: treat as busy (killed after grace)
+            except _JVM_ERRORS:  # not a TaskSchedulerImpl: treat as busy (killed after grace)
                 out[i] = True
         return out
 
@@ -488,9 +502,12 @@ class _Driver:
             try:
                 self.reconcile()
             except Exception:
+                # broad: the reconciler is a background thread that must outlive any one failed
+                # pass (a JVM call refused while Spark changes state, a bug) and report it; the
+                # next pass, 0.5 s later, starts again from the live executors
                 if self.stop_event.is_set():
                     return
-                log.exception("reconcile failed")
+                log.exception("reconcile failed (executors requested: %s)", self.requested)
             with self.lock:
                 self.lock.wait(0.5)
 
@@ -498,7 +515,7 @@ class _Driver:
         ids = self.executor_ids()
         busy = self.busy(ids)
         pools = []
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(*_JVM_ERRORS):  # the JVM refused: report no pools
             seq = self.sc.getAllPools()
             for i in range(seq.size()):
                 p = seq.apply(i)
@@ -570,7 +587,7 @@ class _Driver:
                     return self._reply(404, {"error": f"no route {method} {path}"})
                 except (KeyError, ValueError, TypeError) as e:
                     return self._reply(400, {"error": repr(e)})
-                except Exception as e:  # the JVM is gone, say
+                except _JVM_ERRORS as e:  # the JVM refused a call, or is gone
                     return self._reply(500, {"error": repr(e)})
 
             def do_GET(self) -> None:
@@ -616,7 +633,7 @@ class _Driver:
                 if self.sc.isStopped():
                     log.error("the SparkContext stopped (the YARN app ended?)")
                     return 1
-            except Exception as e:
+            except _JVM_ERRORS as e:
                 log.error("the driver JVM does not answer: %r", e)
                 return 1
         return 0
@@ -625,6 +642,8 @@ class _Driver:
         self.stop_event.set()
         with self.lock:
             self.lock.notify_all()
+        # broad suppressions: best-effort cleanup on the way out; every step must run even if
+        # an earlier one fails (the JVM may be gone already), and the exit status stays run()'s
         if self.http is not None:
             with contextlib.suppress(Exception):
                 self.http.shutdown()

@@ -20,7 +20,6 @@ __all__ = [
     "EXIT_USAGE",
     "PROG",
     "CliError",
-    "client_errors",
     "describe_error",
     "quiet_client_logs",
     "server_message",
@@ -37,15 +36,6 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.code = code
-
-
-def client_errors() -> tuple[type[Exception], ...]:
-    """What the HiveServer2 client raises when a call or the connection fails: socket errors,
-    thrift's (transport, protocol, application) and pyhive's DB-API errors."""
-    from pyhive.exc import Error as PyHiveError  # the 'hive' extra, like every connection
-    from thrift.Thrift import TException
-
-    return (OSError, EOFError, TException, PyHiveError)
 
 
 _EXC_CLASS = re.compile(r"^(?:\[[A-Z0-9_.]+\]\s*)?[\w.$]+(?:Exception|Error):\s*", re.S)

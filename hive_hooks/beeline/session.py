@@ -24,9 +24,10 @@ import sqlite3
 from typing import Any
 
 from hive_hooks.beeline.args import parse_share_profile
-from hive_hooks.beeline.errors import CliError, client_errors, server_message, why_unreachable
+from hive_hooks.beeline.errors import CliError, server_message, why_unreachable
 from hive_hooks.beeline.printing import Printer, ReportingShare
 from hive_hooks.beeline.script import read_text, strip_leading_comments
+from hive_hooks.errors import DRIVER_ERRORS
 from hive_hooks.jdbc import JdbcUrl
 
 __all__ = ["Replanner", "Session", "make_enforcer", "make_share"]
@@ -91,7 +92,7 @@ class Session:
             cols = [d[0] for d in cur.description]
             return cols, [tuple(r) for r in cur.fetchall()]
         finally:
-            with contextlib.suppress(*client_errors()):  # not to hide the statement's error
+            with contextlib.suppress(*DRIVER_ERRORS):  # not to hide the statement's error
                 cur.close()
 
     def track(self, sql: str) -> bool:
@@ -113,7 +114,7 @@ class Session:
     def close(self) -> None:
         """Close the session's own connection (it may be dead already)."""
         if self._conn is not None:
-            with contextlib.suppress(*client_errors()):
+            with contextlib.suppress(*DRIVER_ERRORS):
                 self._conn.close()
             self._conn = None
 
@@ -207,7 +208,7 @@ class Replanner:
     def invalidate(self) -> None:
         """Drop the runner (its connections); the next query gets a new one."""
         if self._runner is not None:
-            with contextlib.suppress(*client_errors()):  # its connections may be dead
+            with contextlib.suppress(*DRIVER_ERRORS):  # its connections may be dead
                 self._runner.close()
             self._runner = None
 

@@ -13,7 +13,6 @@ database re-checked (package docstring: lost connection).
 from __future__ import annotations
 
 import contextlib
-import http.client
 import logging
 import re
 import threading
@@ -24,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from hive_hooks.errors import (
+    DRIVER_ERRORS,
     EngineUnavailableError,
     QoopHiveError,
     SettingError,
@@ -34,7 +34,7 @@ from hive_hooks.errors import (
 from hive_hooks.executor.staging import STORAGE
 from hive_hooks.registry import CheckpointRegistry, show_tables
 
-__all__ = ["CONTROL_ERRORS", "DRIVER_ERRORS", "ENGINE_SETTINGS"]
+__all__ = ["CONTROL_ERRORS", "ENGINE_SETTINGS"]
 
 log = logging.getLogger("qoop_hive.executor")
 
@@ -56,27 +56,9 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 _SETTING_KEY = re.compile(r"^[A-Za-z0-9_.\-:/]+$")
 
 
-def _driver_errors() -> tuple[type[Exception], ...]:
-    """What a statement on a pyhive connection can raise: the driver's DB-API errors (the
-    engine's refusals arrive as ``OperationalError``), Thrift's transport and protocol errors,
-    socket errors, and the HTTP client's errors with ``transportMode=http``."""
-    found: list[type[Exception]] = [OSError, EOFError, http.client.HTTPException]
-    with contextlib.suppress(ImportError):  # pyhive and thrift come with the 'hive' extra
-        from pyhive.exc import Error as PyhiveError
-
-        found.append(PyhiveError)
-    with contextlib.suppress(ImportError):
-        from thrift.Thrift import TException
-
-        found.append(TException)
-    return tuple(found)
-
-
-# What a DB-API call on a HiveServer2 connection raises (:func:`is_connection_lost` sorts these
-# into "the connection is gone" and "the engine refused the statement").
-DRIVER_ERRORS: tuple[type[Exception], ...] = _driver_errors()
-# ... and what the runner's statements on the control connection raise besides: a failed connect
-# becomes an EngineUnavailableError or a QueryError (:func:`hive_hooks.errors.connect_error`).
+# What the runner's statements on the control connection raise: the driver's errors
+# (:data:`hive_hooks.errors.DRIVER_ERRORS`) and, for a failed connect, an EngineUnavailableError
+# or a QueryError (:func:`hive_hooks.errors.connect_error`).
 CONTROL_ERRORS: tuple[type[Exception], ...] = (*DRIVER_ERRORS, QoopHiveError)
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from sqlglot.errors import SqlglotError
 
-from hive_hooks.errors import engine_message, is_connection_lost
-from hive_hooks.executor.connections import DRIVER_ERRORS, _Connections
+from hive_hooks.errors import DRIVER_ERRORS, engine_message, is_connection_lost
+from hive_hooks.executor.connections import _Connections
 from hive_hooks.executor.staging import (
     TableInfo,
     checkpoint_history,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hive_hooks.errors import (
+    DRIVER_ERRORS,
     ResultInterruptedError,
     clean_engine_text,
     engine_message,
@@ -28,7 +29,6 @@ from hive_hooks.errors import (
 )
 from hive_hooks.executor.connections import (
     CONTROL_ERRORS,
-    DRIVER_ERRORS,
     _close_quietly,
     _Connections,
 )
