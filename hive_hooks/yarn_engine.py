@@ -26,7 +26,7 @@ serving a ``SparkSession`` of our own with ``HiveThriftServer2.startWithSparkSes
   ``spark.dynamicAllocation.enabled=false`` (we set the count, Spark must not fight it).
 * **Tags** (``spark.yarn.tags``): ``qoop-hive-engine`` (find the app: ``GET /ws/v1/cluster/
   apps?applicationTags=qoop-hive-engine``) and ``yarn-arbiter-query:engine-<id>``
-  (:func:`yarn_bridge.watcher.query_tag`). The second is how the arbiter's watcher counts the
+  (:func:`yarn_bridge.rm_events.query_tag`). The second is how the arbiter's watcher counts the
   engine right: the engine is not a job of QOOP's |J| of its own, the queries it runs are, and
   each registers itself with the arbiter (:class:`hive_hooks.share.ArbiterShare`); an untagged
   engine would be counted as one more analytics job and shrink every query's share. The tag is
@@ -113,7 +113,7 @@ from hive_hooks.engine import (
     spark_home,
 )
 from qoop_planner.model import Share
-from yarn_bridge.watcher import query_tag
+from yarn_bridge.rm_events import query_tag
 
 __all__ = [
     "ENGINE_TAG",
