@@ -160,6 +160,51 @@ class Bridge:
             self.enforcer.tick(self.watcher.view.apps.values())
         return True
 
+    def status(self) -> dict[str, Any]:
+        """The bridge's view of the RM for the arbiter's console and ``/readyz``: ready while
+        the last poll succeeded, or the last success is younger than three poll periods (and
+        30 s): one failed poll, an RM failover, is not yet unready."""
+        stats, view = self.watcher.stats, self.watcher.view
+        age = None if stats.last_ok_at is None else max(0.0, time.time() - stats.last_ok_at)
+        ready = age is not None and (
+            stats.consecutive_failures == 0 or age <= max(3 * self.poll_s, 30.0)
+        )
+        if age is None:
+            detail = "no successful RM poll yet" + (
+                f": {stats.last_error}" if stats.last_error else ""
+            )
+        else:
+            detail = f"last RM poll ok {age:.1f} s ago"
+            if stats.consecutive_failures:
+                detail += f"; {stats.consecutive_failures} failed since: {stats.last_error}"
+        ml = sum(1 for a in view.apps.values() if a.kind == "ml")
+        return {
+            "ready": ready,
+            "detail": detail,
+            "rm_urls": ", ".join(self.rm.urls),
+            "active_rm": self.rm.active_url,
+            "poll_seconds": self.poll_s,
+            "polls": stats.polls,
+            "failed_polls": stats.failures,
+            "last_poll_ms": None if stats.last_poll_seconds is None
+            else round(stats.last_poll_seconds * 1000, 1),
+            "nodes": ", ".join(
+                f"{n.node_id} {n.state} {n.gpus} GPUs" for n in sorted(view.nodes.values(),
+                                                                      key=lambda n: n.node_id)
+            ) or "none",
+            "gpu_nodes": sum(1 for n in view.nodes.values() if n.gpus > 0),
+            "apps": f"{len(view.apps)} live ({ml} ML, {len(view.apps) - ml} analytics)",
+            "analytics_capacity": None if view.capacity is None
+            else f"{view.capacity.vcores:g} vcores, {view.capacity.memory_mb:g} MB",
+            "enforcing": self.enforcer is not None,
+        }  # fmt: skip
+
+    def bind_telemetry(self, telemetry: Any) -> None:
+        """Report to the arbiter's telemetry (:class:`arbiter.server.Observed`): RM poll
+        times for ``/metrics``, :meth:`status` for the console and ``/readyz``."""
+        self.watcher.poll_timer = telemetry.observe_rm_poll
+        telemetry.add_source("yarn-bridge", self.status)
+
     def start(self) -> Bridge:
         if self._thread is not None:
             raise RuntimeError("bridge already started")
