@@ -342,6 +342,14 @@ class AdminService(rpc.AdminServicer):
             await _abort(context, err, self.core)
         return pb.DrainNodeResponse(revoked_lease_ids=revoked)
 
+    async def UndrainNode(self, request, context):
+        await self._admin(context)
+        try:
+            was = self.core.undrain(request.machine)
+        except RequestError as err:
+            await _abort(context, err, self.core)
+        return pb.UndrainNodeResponse(was_drained=was)
+
 
 def _credentials(config: Config) -> grpc.ServerCredentials | None:
     if not config["arbiter.grpc.tls.enabled"]:

@@ -491,6 +491,15 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
     p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until YARN reports the app finished, printing each state change; exit 0 "
+        "only for FINISHED/SUCCEEDED",
+    )
+    p.add_argument(
+        "--wait-poll-seconds", type=float, default=2.0, help="with --wait: poll period (default 2)"
+    )
+    p.add_argument(
         "--file", action="append", default=[], help="local file shipped to the AM and the job "
         "containers as a YARN local resource (file:// URL; repeatable)",
     )  # fmt: skip
@@ -610,9 +619,29 @@ def cmd_submit(
                 am_tls_ca=args.am_tls_ca or tls_ca,
                 timeout=args.timeout,
             )
+            print(
+                f"yarn-arbiter submit: {done.yarn_app_id} is arbiter app {done.arbiter_app_id}",
+                file=err,
+            )
+            print(done.yarn_app_id, file=out, flush=True)
+            if not getattr(args, "wait", False):
+                return 0
+            from yarn_bridge.app_cli import exit_status, wait_for_app
+
+            final = wait_for_app(
+                rm,
+                done.yarn_app_id,
+                poll_s=args.wait_poll_seconds,
+                on_change=lambda a: print(
+                    f"yarn-arbiter submit: {a.id} {a.state}"
+                    + (f" ({a.final_status})" if a.is_final else ""),
+                    file=err,
+                    flush=True,
+                ),
+            )
+            if final.diagnostics and exit_status(final):
+                print(f"yarn-arbiter submit: diagnostics: {final.diagnostics}", file=err)
+            return exit_status(final)
     except (SubmitError, RMError, ValueError) as exc:
         print(f"yarn-arbiter submit: error: {exc}", file=err)
         return 1
-    print(f"yarn-arbiter submit: {done.yarn_app_id} is arbiter app {done.arbiter_app_id}", file=err)
-    print(done.yarn_app_id, file=out, flush=True)
-    return 0

@@ -113,6 +113,16 @@ def test_state_apps_leases_set_and_drain(
             pytest.fail("the drained machine's GPUs are still leased")
         assert main(admin(arb, token, "state")) == 0
         assert "drained" in capsys.readouterr().out
+        free = len(arb.core.snapshot().free)
+
+        assert main(admin(arb, token, "undrain", machine)) == 0
+        assert capsys.readouterr().out.strip() == f"{machine} offered again"
+        assert machine not in arb.core.drained
+        assert len(arb.core.snapshot().free) > free  # its GPUs are offerable again
+        assert main(admin(arb, token, "undrain", machine)) == 0
+        assert "was not drained: nothing changed" in capsys.readouterr().out
+        assert main(admin(arb, token, "undrain", "no-such-machine")) != 0
+        assert "unknown machine" in capsys.readouterr().err
     finally:
         s.close()
 
@@ -158,9 +168,7 @@ def test_refusals_are_clear_and_change_nothing(
 def scrape(arb: RunningArbiter) -> dict[str, float]:
     assert arb.metrics is not None
     r = httpx.get(arb.metrics.url, timeout=5)
-    assert r.status_code == 200 and r.headers["content-type"].startswith(
-        "text/plain; version="
-    )
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=")
     out = {}
     for line in r.text.splitlines():
         if line and not line.startswith("#"):
