@@ -192,7 +192,8 @@ SCHEMA = Schema(
             float,
             lambda v: _finite(v) and v > 0,
             "a number > 0",
-            "GPU lease length (Themis default 10 min, T:1311)",
+            "how long a GPU lease lasts before it is auctioned again "
+            "(Themis uses 10 min); takes units: 600, 10m",
         ),
         Property(
             "arbiter.themis.fairness-knob",
@@ -200,7 +201,8 @@ SCHEMA = Schema(
             float,
             lambda v: 0.0 <= v <= 1.0,
             "a number in [0, 1]",
-            "f: the (1 - f) apps with the worst rho bid",
+            "fairness knob f: each round the (1 - f) share of apps furthest from their fair "
+            "finish time (largest rho) may bid; 0 = all bid",
         ),
         Property(
             "arbiter.offer.batch-window.seconds",
@@ -232,7 +234,9 @@ SCHEMA = Schema(
             str,
             lambda v: v in ("lease-time", "count"),
             "lease-time or count",
-            "how a fractional c_i becomes GPUs (spec B.5 Gap 1)",
+            "how an app's fractional share of its won GPUs is granted: "
+            "lease-time keeps every GPU for part of the lease, "
+            "count keeps part of the GPUs for the whole lease",
         ),
         Property(
             "arbiter.auction.payment-gap",
@@ -240,7 +244,7 @@ SCHEMA = Schema(
             float,
             lambda v: 0.0 <= v <= 0.1,
             "a number in [0, 0.1]",
-            "optimality gap of the solves that set c_i",
+            "optimality gap accepted in the solves that set each winner's hidden payment",
         ),
         Property(
             "arbiter.auction.time-budget.seconds",

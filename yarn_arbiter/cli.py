@@ -356,6 +356,16 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from arbiter.about import version_line
+    from yarn_arbiter.completion import bash_script
+
+    parser = build_parser()
+    add_version_flags(parser, version_line("yarn-arbiter"))
+    print(bash_script(parser), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="yarn-arbiter",
@@ -520,6 +530,14 @@ def build_parser() -> argparse.ArgumentParser:
     from yarn_bridge.app_cli import add_parsers as add_app_parser
 
     add_app_parser(sub)
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash; zsh through bashcompinit)",
+        description="Print the bash completion script for yarn-arbiter, e.g. "
+        "yarn-arbiter completion bash > /etc/bash_completion.d/yarn-arbiter",
+    )
+    completion.add_argument("shell", choices=["bash"], help="the shell (bash)")
+    completion.set_defaults(func=_cmd_completion)
     return parser
 
 

@@ -86,3 +86,47 @@ def test_serve_on_an_rm_without_gpus(tmp_path: Path) -> None:
     assert records and all({"ts", "level", "logger", "message"} <= set(r) for r in records)
     assert not any(r["logger"].startswith("httpx") for r in records)
     assert any("serving cluster yarn (0 GPUs)" in r["message"] for r in records)
+
+
+def test_bash_completion_follows_the_parser(tmp_path: Path) -> None:
+    script = subprocess.run([*CLI, "completion", "bash"], capture_output=True, text=True,
+                            timeout=60, check=True).stdout  # fmt: skip
+    (tmp_path / "c.sh").write_text(script)
+    probe = tmp_path / "probe.sh"
+    probe.write_text(
+        f"source {tmp_path / 'c.sh'}\n"
+        't() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMPREPLY=(); '
+        '_yarn_arbiter; echo "${COMPREPLY[*]}"; }\n'
+        "t yarn-arbiter se\nt yarn-arbiter admin --token-file f und\n"
+        "t yarn-arbiter serve --rm-u\nt yarn-arbiter app ''\n"
+    )
+    lines = subprocess.run(["bash", str(probe)], capture_output=True, text=True, timeout=60,
+                           check=True).stdout.splitlines()  # fmt: skip
+    assert lines[0] == "serve" and lines[1] == "undrain"
+    assert lines[2].split() == ["--rm-url", "--rm-user"]
+    assert {"list", "status", "kill"} <= set(lines[3].split())
+
+
+def test_deployment_files_load_as_serve_reads_them() -> None:
+    import configparser
+    import shlex
+
+    from arbiter.config import load_config
+    from yarn_arbiter.cli import config_schemas
+
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    config = load_config(deploy / "arbiter-site.xml", environ={}, schemas=config_schemas())
+    assert config["arbiter.lease.seconds"] == 600 and config["arbiter.metrics.port"] == 8089
+    assert config["arbiter.journal.path"] == "arbiter-journal.db"  # default: serve moves it
+    # `<final>`: the environment cannot change the policy
+    env = {"ARBITER_POLICY": "fifo"}
+    assert load_config(deploy / "arbiter-site.xml", environ=env,
+                       schemas=config_schemas())["arbiter.policy"] == "themis"  # fmt: skip
+    unit = configparser.ConfigParser(interpolation=None, strict=False)
+    unit.read(deploy / "systemd" / "yarn-arbiter.service")
+    assert unit["Service"]["StateDirectory"] == "yarn-arbiter"
+    argv = shlex.split(unit["Service"]["ExecStart"])
+    assert argv[0].endswith("/yarn-arbiter") and argv[1] == "serve"
+    args = build_parser().parse_args(argv[1:])
+    assert args.config == "/etc/yarn-arbiter/arbiter-site.xml" and args.hadoop_conf
+    assert (Path(__file__).resolve().parents[2] / "LICENSE").read_text().count("Apache License")
