@@ -333,7 +333,7 @@ class NodeRemoved:
     reason: str
 
     def __str__(self) -> str:
-        return f"node removed ({self.reason}): {_node(self.node)}"
+        return f"{self.reason}: node removed, its {self.node.gpus} GPUs with it"
 
 
 @dataclass(frozen=True, slots=True)

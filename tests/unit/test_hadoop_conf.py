@@ -112,3 +112,16 @@ def test_logging_levels_and_json(capsys: pytest.CaptureFixture[str]) -> None:
         root.setLevel(saved[1])
         for name in NOISY:
             logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_bridge_events_read_as_sentences() -> None:
+    from arbiter.shares import Resources
+    from yarn_bridge.rm_events import CapacityChanged, NodeAdded, NodeRemoved, NodeView
+
+    n = NodeView("node-01:8041", "node-01", "/rack", "RUNNING", 4, 8, 8192)
+    assert str(NodeAdded(n)) == "node added: node-01:8041 (RUNNING, 4 GPUs, 8 vcores, 8192 MB)"
+    removed = NodeRemoved(n, "node node-01:8041 LOST")
+    assert str(removed) == "node node-01:8041 LOST: node removed, its 4 GPUs with it"
+    changed = CapacityChanged(None, Resources(8, 1024))
+    assert str(changed) == "analytics capacity changed: none -> 8 vcores, 1024 MB"
+    assert "NodeView(" not in f"{removed} {changed}"
