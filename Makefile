@@ -44,10 +44,13 @@ jars: $(JARS)
 demo: $(STAMP) $(JARS)
 	$(BIN)/yarn-arbiter demo
 
+# Test artefacts (the console's screenshot from the browser test) land in build/test-artefacts.
+ARTEFACTS ?= $(CURDIR)/build/test-artefacts
+
 test: $(STAMP) $(JARS)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	YARN_ARBITER_ARTEFACTS=$(ARTEFACTS) $(BIN)/pytest -q
 
 # What a developer runs between commits (about two minutes): tests/unit and tests/integration
 # without the slow ones; no engine, no real cluster.

@@ -69,12 +69,18 @@ def _token(args: argparse.Namespace, environ: dict[str, str]) -> str:
             raise AdminError(f"--token-file {args.token_file} is empty")
         return token
     token = environ.get(ENV_ADMIN_TOKEN, "").strip()
-    if not token:
-        raise AdminError(
-            f"no admin credential: pass --token-file (serve prints 'admin token in PATH'; by "
-            f"default <journal>.admin-token) or set ${ENV_ADMIN_TOKEN}"
-        )
-    return token
+    if token:
+        return token
+    from yarn_arbiter.cli import state_dir
+
+    default = state_dir(None, environ) / "arbiter-journal.db.admin-token"
+    if default.is_file() and default.read_text().strip():
+        return default.read_text().strip()  # what serve generated in its state directory
+    raise AdminError(
+        f"no admin credential: pass --token-file (serve prints 'admin token in PATH'; by "
+        f"default <journal>.admin-token, {default} for serve's default journal) or set "
+        f"${ENV_ADMIN_TOKEN}"
+    )
 
 
 def _channel(args: argparse.Namespace, address: str) -> grpc.Channel:

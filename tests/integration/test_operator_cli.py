@@ -63,7 +63,8 @@ def test_serve_on_an_rm_without_gpus(tmp_path: Path) -> None:
     rm = RMEmulator(nodes=2, gpus_per_node=0)
     url = rm.start()
     env = env_without_cluster(tmp_path)
-    cmd = [*CLI, "serve", "--rm-url", url, "--port", str(free_port()), "--rm-poll-seconds",
+    port = free_port()
+    cmd = [*CLI, "serve", "--rm-url", url, "--port", str(port), "--rm-poll-seconds",
            "0.2", "--log-format", "json"]  # fmt: skip
     log = tmp_path / "serve.log"
     with log.open("ab") as fh:
@@ -74,6 +75,10 @@ def test_serve_on_an_rm_without_gpus(tmp_path: Path) -> None:
         wait_for("a few RM polls", lambda: log.read_text().count("YARN bridge") >= 1)
         wait_for("the no-GPU warning", lambda: "no RUNNING NodeManager with yarn.io/gpu"
                  in log.read_text())  # fmt: skip
+        # admin finds the token serve generated in the state directory
+        r = subprocess.run([*CLI, "admin", "--address", f"127.0.0.1:{port}", "state"], env=env,
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 0 and "GPUs 0" in r.stdout, r.stderr
         server.send_signal(signal.SIGTERM)
         assert server.wait(30) == 0
     finally:
