@@ -170,7 +170,7 @@ class History:
         self,
         *,
         auctions: int = 200,
-        rho_samples: int = 360,
+        rho_samples: int = 180,
         max_apps: int = 256,
         shares: int = 360,
     ) -> None:
@@ -213,10 +213,12 @@ class History:
             self.shares.append(sample)
             return True
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self, auctions: int | None = None) -> dict[str, object]:
+        """Everything kept (``auctions``: only that many of the newest rounds)."""
         with self._lock:
+            newest = list(reversed(self.auctions))[:auctions]
             return {
-                "auctions": [a.to_json() for a in reversed(self.auctions)],  # newest first
+                "auctions": [a.to_json() for a in newest],  # newest first
                 "rho": {
                     app: [[s.at, finite(s.rho), s.gpus] for s in ring]
                     for app, ring in self.rho.items()

@@ -45,6 +45,7 @@ __all__ = ["CONTENT_TYPE", "MetricsServer", "is_loopback", "render_metrics", "re
 log = logging.getLogger("yarn_arbiter.metrics")
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+CONSOLE_AUCTIONS = 30  # rounds the console's document carries (the page shows them all)
 _TEXT = "text/plain; charset=utf-8"
 _SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -82,7 +83,7 @@ def render_state(telemetry: Telemetry) -> dict[str, object]:
         view,
         policy=str(core.config["arbiter.policy"]),
         rho=lambda a: core.rho_current(a, view.now, held.get(a, none)),
-        history=telemetry.history.to_json(),
+        history=telemetry.history.to_json(auctions=CONSOLE_AUCTIONS),
         sources=telemetry.sources(),
         health=telemetry.health().to_json(),
         capacity=(cap.vcores, cap.memory_mb),
