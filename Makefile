@@ -13,7 +13,16 @@ HOOKS_SRC := $(wildcard java/hive-hooks/src/main/java/org/yarnarbiter/hive/*.jav
 
 .PHONY: demo test test-fast test-yarn jars lint bench bench-quick protos clean
 
-$(STAMP): setup.cfg pyproject.toml
+# Debian's headless Chromium and its chromedriver: the web console's browser test drives them
+# (tests/integration/test_console_browser.py). Installed with apt when missing (sudo unless root).
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+CHROMIUM := /usr/bin/chromium /usr/bin/chromedriver
+
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
+
+$(STAMP): setup.cfg pyproject.toml | $(CHROMIUM)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -35,10 +44,13 @@ jars: $(JARS)
 demo: $(STAMP) $(JARS)
 	$(BIN)/yarn-arbiter demo
 
+# Test artefacts (the console's screenshot from the browser test) land in build/test-artefacts.
+ARTEFACTS ?= $(CURDIR)/build/test-artefacts
+
 test: $(STAMP) $(JARS)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	YARN_ARBITER_ARTEFACTS=$(ARTEFACTS) $(BIN)/pytest -q
 
 # What a developer runs between commits (about two minutes): tests/unit and tests/integration
 # without the slow ones; no engine, no real cluster.

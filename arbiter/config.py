@@ -8,7 +8,11 @@ the replanner's ``qoop.hive.*``) and a program loads the ones it reads,
 Sources, later ones winning: the defaults, a file (Hadoop ``*-site.xml`` with
 ``<property><name>/<value>``, or ``key = value`` lines), environment variables named after the
 key (``arbiter.themis.fairness-knob`` -> ``ARBITER_THEMIS_FAIRNESS_KNOB``), then a property's
-older variable names (:attr:`Property.legacy_env`, e.g. ``YARN_ARBITER_RM_URL``). A program's
+older variable names (:attr:`Property.legacy_env`, e.g. ``YARN_ARBITER_RM_URL``); a key the
+file marks ``<final>true</final>`` keeps the file's value. The XML file is read as Hadoop reads
+its own (:mod:`arbiter.hadoop_xml`): ``${other.key}`` and ``${env.NAME}`` are expanded, and the
+``*.seconds`` keys take duration units (``500ms``, ``5m``, ``2h``), the ``*-bytes`` keys size
+units (``64k``, ``4m``). A program's
 flags go last (:meth:`Config.with_value`, the flag as the source). Every value is parsed and
 range-checked at load; an error names the key, the source and the accepted range. A file key
 under a loaded schema's prefix that the schema lacks is an error, and so is one under no loaded
@@ -17,15 +21,17 @@ prefix at all (a typo must not silently fall back to a default).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-import xml.etree.ElementTree as ET
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from arbiter.hadoop_xml import expand, parse_duration, parse_size, read_site_xml
 from arbiter.rounds import DEFAULT_BATCH_WINDOW, DEFAULT_FAIRNESS_KNOB, DEFAULT_LEASE_SECONDS
 
 __all__ = [
@@ -39,6 +45,9 @@ __all__ = [
     "parse_bool",
     "parse_knobs",
 ]
+
+
+log = logging.getLogger("yarn_arbiter.config")
 
 
 class ConfigError(ValueError):
@@ -183,7 +192,8 @@ SCHEMA = Schema(
             float,
             lambda v: _finite(v) and v > 0,
             "a number > 0",
-            "GPU lease length (Themis default 10 min, T:1311)",
+            "how long a GPU lease lasts before it is auctioned again "
+            "(Themis uses 10 min); takes units: 600, 10m",
         ),
         Property(
             "arbiter.themis.fairness-knob",
@@ -191,7 +201,8 @@ SCHEMA = Schema(
             float,
             lambda v: 0.0 <= v <= 1.0,
             "a number in [0, 1]",
-            "f: the (1 - f) apps with the worst rho bid",
+            "fairness knob f: each round the (1 - f) share of apps furthest from their fair "
+            "finish time (largest rho) may bid; 0 = all bid",
         ),
         Property(
             "arbiter.offer.batch-window.seconds",
@@ -223,7 +234,9 @@ SCHEMA = Schema(
             str,
             lambda v: v in ("lease-time", "count"),
             "lease-time or count",
-            "how a fractional c_i becomes GPUs (spec B.5 Gap 1)",
+            "how an app's fractional share of its won GPUs is granted: "
+            "lease-time keeps every GPU for part of the lease, "
+            "count keeps part of the GPUs for the whole lease",
         ),
         Property(
             "arbiter.auction.payment-gap",
@@ -231,7 +244,7 @@ SCHEMA = Schema(
             float,
             lambda v: 0.0 <= v <= 0.1,
             "a number in [0, 0.1]",
-            "optimality gap of the solves that set c_i",
+            "optimality gap accepted in the solves that set each winner's hidden payment",
         ),
         Property(
             "arbiter.auction.time-budget.seconds",
@@ -410,9 +423,26 @@ def _find(key: str, schemas: Sequence[Schema], source: str) -> Property:
     raise ConfigError(f"{source}: unknown configuration key {key!r}")
 
 
+_UNIT = re.compile(r"[a-zA-Z]\s*$")
+
+
+def _with_units(key: str, text: str) -> str:
+    """``text`` with a Hadoop duration or size unit resolved, for the keys that take one
+    (``*.seconds`` / ``*-seconds``: ``500ms``, ``5m``, ``2h``; ``*-bytes``: ``64k``, ``4m``)."""
+    t = text.strip()
+    if not _UNIT.search(t) or t.lower() in ("inf", "infinity", "nan"):
+        return t
+    if key.endswith("seconds"):
+        x = parse_duration(t)
+        return str(int(x)) if x == int(x) else repr(x)
+    if key.endswith("-bytes"):
+        return str(parse_size(t))
+    return t
+
+
 def _parse(prop: Property, text: str, source: str) -> Any:
     try:
-        value = prop.parse(text.strip())
+        value = prop.parse(_with_units(prop.key, text))
     except ValueError:
         raise ConfigError(
             f"{source}: {prop.key} = {text!r} is not {prop.expected} ({prop.help})"
@@ -428,20 +458,20 @@ def _check_all(schemas: Sequence[Schema], values: Mapping[str, Any]) -> None:
             schema.check(values)
 
 
-def _read_file(path: Path) -> dict[str, str]:
+def _read_file(path: Path, environ: Mapping[str, str], finals: set[str]) -> dict[str, str]:
+    """The file's keys and values, ``${...}`` expanded; its ``<final>`` keys go in ``finals``."""
     text = path.read_text()
     if text.lstrip().startswith("<"):
         try:
-            root = ET.fromstring(text)
-        except ET.ParseError as exc:
-            raise ConfigError(f"{path}: not valid XML: {exc}") from None
-        out = {}
-        for prop in root.iter("property"):
-            name, value = prop.findtext("name"), prop.findtext("value")
-            if name is None or value is None:
-                raise ConfigError(f"{path}: every <property> needs <name> and <value>")
-            out[name.strip()] = value.strip()
-        return out
+            site = read_site_xml(path)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        raw = {k: p.value for k, p in site.items()}
+        finals.update(k for k, p in site.items() if p.final)
+        try:
+            return {k: expand(v, raw, environ) for k, v in raw.items()}
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     out = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         line = line.split("#", 1)[0].strip()
@@ -470,17 +500,20 @@ def load_config(
             raise ValueError(f"schema prefixes overlap: {prefixes}")
     values = {k: p.default for s in schemas for k, p in s.items()}
     sources = dict.fromkeys(values, "default")
+    finals: set[str] = set()
     if path is not None:
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"configuration file {path} does not exist")
-        for key, text in _read_file(path).items():
+        for key, text in _read_file(path, environ, finals).items():
             values[key] = _parse(_find(key, schemas, str(path)), text, str(path))
             sources[key] = str(path)
     for schema in schemas:
         for key, prop in schema.items():
             for name in (env_name(key), *prop.legacy_env):
-                if name in environ:
+                if name in environ and key in finals:
+                    log.warning("%s: %s is final; $%s does not override it", path, key, name)
+                elif name in environ:
                     values[key] = _parse(prop, environ[name], f"${name}")
                     sources[key] = f"${name}"
     _check_all(schemas, values)

@@ -311,6 +311,16 @@ class ArbiterCore:
             self.shares.broadcast(ShareCause.CAPACITY_CHANGED)
             return [lease_id(r.original) for r in revocations if r.original is not None]
 
+    def undrain(self, machine: str) -> bool:
+        """Offer ``machine``'s GPUs again after :meth:`drain`; returns whether it was drained."""
+        if not any(m.name == machine for m in self.cluster.machines):
+            raise RequestError(Code.NOT_FOUND, f"unknown machine {machine!r}")
+        with self._lock:
+            if not self.book.undrain(machine, self.clock()):
+                return False
+            self.shares.broadcast(ShareCause.CAPACITY_CHANGED)
+            return True
+
     # ------------------------------------------------------------------ the YARN bridge's hooks
 
     def update_topology(self, cluster: Cluster) -> tuple[frozenset[str], frozenset[str]]:

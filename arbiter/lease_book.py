@@ -185,6 +185,14 @@ class LeaseBook:
             self.mark_freed(now)
         return freed
 
+    def undrain(self, machine: str, now: float) -> bool:
+        """Offer ``machine`` again; returns whether it was drained."""
+        if machine not in self.drained:
+            return False
+        self.drained.discard(machine)
+        self.mark_freed(now)
+        return True
+
     def drain(
         self, machine: str, grace: float, *, now: float, cluster: Cluster
     ) -> list[Revocation]:

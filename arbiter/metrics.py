@@ -1,156 +1,224 @@
-"""Operational metrics of a running arbiter: Prometheus text format over HTTP.
+"""The arbiter's HTTP port: the web console, Prometheus ``/metrics``, ``/healthz``, ``/readyz``.
 
-A Hadoop operator watches the ResourceManager through its JMX/metrics servlet; the arbiter
-beside it offers the same kind of window, ``GET /metrics`` in the Prometheus text exposition
-format (version 0.0.4), and ``GET /healthz`` for a load balancer or a liveness probe (the gRPC
-health service stays the check for gRPC clients).
+Beside a ResourceManager (its web UI and metrics on :8088) the arbiter offers the same kind of
+window on ``arbiter.metrics.port`` (``serve --metrics-port P``):
 
-What is exported (gauges unless noted): GPUs by state (free, leased, drained, in the cluster),
-live leases by source (auction, leftover, policy), registered apps (connected or not), Hive
-query jobs and their share subscribers, QOOP's |J| (queries plus external analytics apps seen
-on YARN) and the share epoch, the Themis round (a counter), gRPC calls by method and refusals
-by status code since start (counters), and an info series naming the policy and the cluster.
+* ``/``: the read-only web console (:mod:`arbiter.console`), whose page polls ``/api/state``;
+* ``/metrics``: the Prometheus text exposition of :class:`arbiter.telemetry.Telemetry`'s
+  registry (conventional names, histograms, bounded labels; aggregates only);
+* ``/healthz``: 200 while the process is healthy (its scheduling loop ticks, its journal
+  commits), else 503; ``/readyz``: 200 while it is healthy *and* every attachment is ready
+  (the YARN bridge reached the RM recently). ``?verbose`` lists the checks, one a line.
 
-Decisions: aggregates only, no per-app series (app names and users are not published on an
-unauthenticated port, and a per-app series would grow with every app ever registered; the
-Admin service lists apps to those with the credential). Off unless ``arbiter.metrics.port`` is
-set (0 = any free port), bound to ``arbiter.metrics.bind-host`` (default 127.0.0.1: exposing it
-is a deliberate choice). The page is rendered from one :meth:`ArbiterCore.snapshot` (taken
-under the core's lock), so a scrape never sees a GPU both free and leased.
+Who may see what: ``/metrics``, ``/healthz`` and ``/readyz`` carry no app names or users and
+answer anyone who reaches the port (Prometheus and probes hold no credential). The console
+and its API name apps and users: bound to a loopback address (the default,
+``arbiter.metrics.bind-host`` = 127.0.0.1) they answer the local host; bound to any other
+address they require the admin credential, as HTTP Basic (any user name, the token as the
+password: a browser asks for it) or ``Authorization: Bearer <token>``. Only GET and HEAD are
+served; nothing on this port changes the arbiter.
 """
 
 from __future__ import annotations
 
+import base64
+import ipaddress
+import json
 import logging
 import threading
-from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from arbiter.console import console_state, static_file
+from arbiter.messages import RequestError
+from arbiter.telemetry import Health, Telemetry
 
 if TYPE_CHECKING:
     from arbiter.core import ArbiterCore
 
-__all__ = ["CONTENT_TYPE", "MetricsServer", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "MetricsServer", "is_loopback", "render_metrics", "render_state"]
 
 log = logging.getLogger("yarn_arbiter.metrics")
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+CONSOLE_AUCTIONS = 30  # rounds the console's document carries (the page shows them all)
+_TEXT = "text/plain; charset=utf-8"
+_SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+}
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def is_loopback(host: str) -> bool:
+    """Whether binding to ``host`` keeps the port to the local machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
-def render_metrics(core: ArbiterCore) -> str:
-    """The Prometheus text page for ``core`` (module docstring)."""
+def render_metrics(telemetry: Telemetry) -> bytes:
+    """The Prometheus text page of ``telemetry``'s registry."""
+    return generate_latest(telemetry.registry)
 
-    snap = core.snapshot()  # one consistent view, taken under the core's lock
-    now, cluster = snap.now, snap.cluster
-    leases = [lease for lease in snap.leases if lease.live_at(now)]
-    queries, subscribers = snap.queries, snap.subscribers
-    external, epoch = snap.external_jobs, snap.epoch
-    policy = core.config["arbiter.policy"]
-    calls = sorted(core.rpc_calls.copy().items())
-    refused = sorted(core.rpc_refused.copy().items())
-    all_gpus = {g.id for g in cluster.gpus}
-    leased = {g for lease in leases for g in lease.gpus}
-    drained_gpus = {g.id for g in cluster.gpus if g.machine in snap.drained} - leased
-    free = set(snap.free)
-    by_source = Counter(lease.source.value for lease in leases)
-    apps = snap.apps
-    connected = len(set(apps) & set(snap.connected))
-    out: list[str] = []
 
-    def metric(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
-        out.append(f"# HELP {name} {help_}")
-        out.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            out.append(f"{name}{labels} {value:g}")
+def render_state(telemetry: Telemetry) -> dict[str, object]:
+    """The console's ``/api/state`` document for the bound core."""
+    core = telemetry.core
+    assert core is not None, "Telemetry.bind(core) comes before serving"
+    view = core.snapshot()
+    held = core.holdings(view.now)
+    none: frozenset[str] = frozenset()
+    cap = core.capacity()
+    return console_state(
+        view,
+        policy=str(core.config["arbiter.policy"]),
+        rho=lambda a: core.rho_current(a, view.now, held.get(a, none)),
+        history=telemetry.history.to_json(auctions=CONSOLE_AUCTIONS),
+        sources=telemetry.sources(),
+        health=telemetry.health().to_json(),
+        capacity=(cap.vcores, cap.memory_mb),
+    )
 
-    metric(
-        "yarn_arbiter_info",
-        "gauge",
-        "The arbiter's policy and cluster (value 1).",
-        [(f'{{policy="{_label(policy)}",cluster="{_label(cluster.name)}"}}', 1)],
-    )
-    metric("yarn_arbiter_gpus_total", "gauge", "GPUs in the cluster.", [("", len(all_gpus))])
-    metric(
-        "yarn_arbiter_gpus",
-        "gauge",
-        "GPUs by state: free (offerable), leased (in a live lease), drained (on a drained "
-        "machine and not leased).",
-        [
-            ('{state="free"}', len(free)),
-            ('{state="leased"}', len(leased)),
-            ('{state="drained"}', len(drained_gpus)),
-        ],
-    )
-    metric(
-        "yarn_arbiter_leases",
-        "gauge",
-        "Live leases by source.",
-        [(f'{{source="{s}"}}', by_source.get(s, 0)) for s in ("auction", "leftover", "policy")],
-    )
-    metric(
-        "yarn_arbiter_apps",
-        "gauge",
-        "Registered ML apps, by whether their Agent's session is open.",
-        [('{connected="true"}', connected), ('{connected="false"}', len(apps) - connected)],
-    )
-    metric("yarn_arbiter_round", "counter", "Themis rounds run so far.", [("", snap.round)])
-    metric("yarn_arbiter_query_jobs", "gauge", "Registered Hive query jobs.", [("", queries)])
-    metric("yarn_arbiter_share_subscribers", "gauge", "Open share streams.", [("", subscribers)])
-    metric(
-        "yarn_arbiter_analytics_jobs",
-        "gauge",
-        "QOOP's |J|: registered queries plus other analytics apps seen on YARN.",
-        [("", queries + external)],
-    )
-    metric("yarn_arbiter_share_epoch", "counter", "Share changes pushed so far.", [("", epoch)])
-    metric(
-        "yarn_arbiter_rpc_calls_total",
-        "counter",
-        "gRPC calls received, by method.",
-        [(f'{{method="{_label(m)}"}}', n) for m, n in calls],
-    )
-    metric(
-        "yarn_arbiter_rpc_refused_total",
-        "counter",
-        "gRPC calls refused, by status code (bad input, credentials, unknown ids).",
-        [(f'{{code="{_label(c)}"}}', n) for c, n in refused],
-    )
-    return "\n".join(out) + "\n"
+
+def _health_page(health: Health, ok: bool, verbose: bool) -> bytes:
+    lines = ["ok" if ok else "failing"]
+    if verbose or not ok:
+        for name, check in health.checks.items():
+            mark = "ok" if check.get("ok") else "FAIL"
+            lines.append(f"[{mark}] {name}: {check.get('detail', '')}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _token_of(header: str | None) -> str | None:
+    """The credential an ``Authorization`` header carries (Bearer, or Basic's password)."""
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip() or None
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2] or None
+    return None
 
 
 class MetricsServer:
-    """``/metrics`` and ``/healthz`` for ``core`` on a daemon thread (module docstring)."""
+    """The HTTP port (module docstring) for ``core`` on a daemon thread.
 
-    def __init__(self, core: ArbiterCore, port: int, host: str = "127.0.0.1") -> None:
+    ``telemetry``: the running arbiter's (:class:`arbiter.server.RunningArbiter` passes its
+    own); without one a fresh one is made for ``core`` (no history, no timings).
+    """
+
+    def __init__(
+        self,
+        core: ArbiterCore,
+        port: int,
+        host: str = "127.0.0.1",
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self.core = core
+        if telemetry is None:
+            telemetry = Telemetry()
+            telemetry.bind(core)
+        self.telemetry = telemetry
+        self.open_console = is_loopback(host)
+        t = telemetry
+        authorize: Callable[[str | None], None] = core.authorize_admin
+        open_console = self.open_console
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    try:
-                        body, status, ctype = render_metrics(core).encode(), 200, CONTENT_TYPE
-                    except Exception as exc:  # a scrape must never take the arbiter down
-                        log.exception("rendering metrics failed")
-                        body, status = f"metrics failed: {exc}\n".encode(), 500
-                        ctype = "text/plain; charset=utf-8"
-                elif path == "/healthz":
-                    body, status, ctype = b"ok\n", 200, "text/plain; charset=utf-8"
-                else:
-                    body, status = b"not found: try /metrics or /healthz\n", 404
-                    ctype = "text/plain; charset=utf-8"
+            server_version = "yarn-arbiter"
+            sys_version = ""
+
+            def _send(
+                self,
+                status: int,
+                body: bytes,
+                ctype: str,
+                extra: dict | None = None,
+                head: bool = False,
+            ) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
+                for k, v in {**_SECURITY_HEADERS, **(extra or {})}.items():
+                    self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(body)
+                if not head:
+                    self.wfile.write(body)
+
+            def _allowed(self) -> bool:
+                if open_console:
+                    return True
+                try:
+                    authorize(_token_of(self.headers.get("Authorization")))
+                except RequestError:
+                    log.warning(
+                        "console refused to %s: no valid admin credential", self.client_address[0]
+                    )
+                    return False
+                return True
+
+            def do_GET(self, head: bool = False) -> None:
+                url = urlsplit(self.path)
+                path, query = url.path, parse_qs(url.query, keep_blank_values=True)
+                try:
+                    status, body, ctype, extra = self._route(path, query)
+                except Exception as exc:  # a request must never take the arbiter down
+                    log.exception("HTTP %s failed", path)
+                    status, body, ctype, extra = 500, f"failed: {exc}\n".encode(), _TEXT, {}
+                self._send(status, body, ctype, extra, head=head)
+
+            def do_HEAD(self) -> None:
+                self.do_GET(head=True)
+
+            def _refuse_method(self) -> None:
+                self._send(405, b"read-only: GET and HEAD only\n", _TEXT, {"Allow": "GET, HEAD"})
+
+            do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_method
+
+            def _route(self, path: str, query: dict) -> tuple[int, bytes, str, dict]:
+                if path == "/metrics":
+                    return 200, render_metrics(t), CONTENT_TYPE, {}
+                if path in ("/healthz", "/readyz"):
+                    health = t.health()
+                    ok = health.healthy if path == "/healthz" else health.ready
+                    if "format" in query and query["format"][-1] == "json":
+                        body = json.dumps(health.to_json()).encode()
+                        return (200 if ok else 503), body, "application/json", {}
+                    body = _health_page(health, ok, "verbose" in query)
+                    return (200 if ok else 503), body, _TEXT, {"Cache-Control": "no-store"}
+                if path == "/api/state" or path == "/" or path.startswith("/static/"):
+                    if not self._allowed():
+                        return (
+                            401,
+                            b"the admin credential is required\n",
+                            _TEXT,
+                            {"WWW-Authenticate": 'Basic realm="yarn-arbiter"'},
+                        )
+                    if path == "/api/state":
+                        body = json.dumps(render_state(t), allow_nan=False).encode()
+                        return 200, body, "application/json", {"Cache-Control": "no-store"}
+                    found = static_file(path)
+                    if found is not None:
+                        return 200, found[0], found[1], {}
+                return 404, b"not found: try /, /metrics, /healthz or /readyz\n", _TEXT, {}
 
             def log_message(self, format: str, *args: object) -> None:
-                log.debug("metrics %s " + format, self.client_address[0], *args)
+                log.debug("http %s " + format, self.client_address[0], *args)
 
         self._httpd = ThreadingHTTPServer((host, port), Handler)
         self._httpd.daemon_threads = True
@@ -161,8 +229,18 @@ class MetricsServer:
         )
 
     @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        """``/metrics``'s URL."""
+        return f"{self.base_url}/metrics"
+
+    @property
+    def console_url(self) -> str:
+        return f"{self.base_url}/"
 
     def start(self) -> MetricsServer:
         self._thread.start()

@@ -30,9 +30,11 @@ from arbiter.decider import Decider, ProcessDecider, decide_inline
 from arbiter.journal import SQLiteJournal, new_token
 from arbiter.metrics import MetricsServer
 from arbiter.service import build_server
+from arbiter.telemetry import Telemetry
 
 __all__ = [
     "Attachment",
+    "Observed",
     "RunningArbiter",
     "StartAttachment",
     "admin_token_for",
@@ -49,6 +51,13 @@ class Attachment(Protocol):
     def stop(self) -> object:
         """Stop; called before the arbiter stops, while its journal is still open."""
         ...
+
+
+class Observed(Protocol):
+    """An attachment that reports to the arbiter's telemetry (status for the console and
+    ``/readyz``, timings for ``/metrics``): :meth:`RunningArbiter.attach` binds it."""
+
+    def bind_telemetry(self, telemetry: Telemetry) -> None: ...
 
 
 # Starts an attachment on the arbiter's core and returns it running.
@@ -104,7 +113,10 @@ class RunningArbiter:
     ) -> None:
         """``decider`` solves the auctions (in-thread by default; ``serve`` passes a
         :class:`arbiter.decider.ProcessDecider`, which :meth:`stop` closes)."""
-        self.journal = SQLiteJournal(config["arbiter.journal.path"])
+        # Telemetry (metrics, health, the console's history) wraps the journal and the
+        # decider the core is given, and times the gRPC calls (arbiter.telemetry).
+        self.telemetry = Telemetry()
+        self.journal = self.telemetry.wrap_journal(SQLiteJournal(config["arbiter.journal.path"]))
         self._decider = decider
         self.core = ArbiterCore(
             cluster,
@@ -113,16 +125,19 @@ class RunningArbiter:
             admin_token=admin_token,
             service_token=service_token,
             clock=clock,
-            decider=decider if decider is not None else decide_inline,
+            decider=self.telemetry.decider(decider if decider is not None else decide_inline),
             topology_from_rm=topology_from_rm,
         )
+        self.telemetry.bind(self.core)
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(
             target=self._loop.run_forever, name="grpc-loop", daemon=True
         )
         self._loop_thread.start()
         try:
-            self.server, self.port = self._call(build_server(self.core))
+            self.server, self.port = self._call(
+                build_server(self.core, interceptors=[self.telemetry.interceptor()])
+            )
         except BaseException:
             self._shutdown_loop()
             self.journal.close()
@@ -131,7 +146,10 @@ class RunningArbiter:
         if config["arbiter.metrics.port"] >= 0:
             try:
                 self.metrics = MetricsServer(
-                    self.core, config["arbiter.metrics.port"], config["arbiter.metrics.bind-host"]
+                    self.core,
+                    config["arbiter.metrics.port"],
+                    config["arbiter.metrics.bind-host"],
+                    telemetry=self.telemetry,
                 )
             except OSError as exc:
                 self._call(self.server.stop(0))
@@ -159,6 +177,8 @@ class RunningArbiter:
                 self.core.tick()
             except Exception:  # keep scheduling; the error is logged with its traceback
                 log.exception("scheduler tick failed")
+            else:
+                self.telemetry.ticked()  # liveness for /healthz; samples the history
 
     def start(self) -> RunningArbiter:
         self._call(self.server.start())
@@ -172,6 +192,9 @@ class RunningArbiter:
         (attachments in reverse order of attaching)."""
         attachment = start(self.core)
         self.attachments.append(attachment)
+        bind = getattr(attachment, "bind_telemetry", None)
+        if callable(bind):  # an Observed attachment (the YARN bridge)
+            bind(self.telemetry)
         return attachment
 
     def stop(self, grace: float = 1.0) -> None:
@@ -240,7 +263,11 @@ def serve_forever(
     print(
         f"yarn-arbiter: serving {cluster.name} ({cluster.num_gpus} GPUs) on port {arbiter.port}; "
         f"admin token in {token_path}"
-        + (f"; metrics at {arbiter.metrics.url}" if arbiter.metrics is not None else ""),
+        + (
+            f"; metrics at {arbiter.metrics.url}; console at {arbiter.metrics.console_url}"
+            if arbiter.metrics is not None
+            else ""
+        ),
         flush=True,
     )
     done.wait()

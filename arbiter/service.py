@@ -19,7 +19,7 @@ import collections
 import logging
 import math
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import grpc
 from grpc_health.v1 import _async as health_async
@@ -342,6 +342,14 @@ class AdminService(rpc.AdminServicer):
             await _abort(context, err, self.core)
         return pb.DrainNodeResponse(revoked_lease_ids=revoked)
 
+    async def UndrainNode(self, request, context):
+        await self._admin(context)
+        try:
+            was = self.core.undrain(request.machine)
+        except RequestError as err:
+            await _abort(context, err, self.core)
+        return pb.UndrainNodeResponse(was_drained=was)
+
 
 def _credentials(config: Config) -> grpc.ServerCredentials | None:
     if not config["arbiter.grpc.tls.enabled"]:
@@ -362,15 +370,18 @@ def _credentials(config: Config) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials(pair)
 
 
-async def build_server(core: ArbiterCore) -> tuple[grpc.aio.Server, int]:
+async def build_server(
+    core: ArbiterCore, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+) -> tuple[grpc.aio.Server, int]:
     """An asyncio gRPC server for ``core`` (not yet started); returns (server, bound port).
+    ``interceptors`` run after the call counter (the telemetry's timing, for ``/metrics``).
 
     Call it inside the event loop that will run the server. Streams cost no thread: a
     thousand connected Agents are a thousand coroutines.
     """
     limit = core.config["arbiter.grpc.max-message-bytes"]
     server = grpc.aio.server(
-        interceptors=[_CountCalls(core)],
+        interceptors=[_CountCalls(core), *interceptors],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

@@ -46,6 +46,11 @@ def main(
     out = out or sys.stdout
     err = err or sys.stderr
     quiet_client_logs()
+    if "--version" in argv:  # every subcommand too (engine, beeline, load-tpch, ...)
+        from arbiter.about import version_line
+
+        print(version_line(PROG), file=out, flush=True)
+        return 0
     try:
         command = argv[0] if argv else ""
         if command == "engine":

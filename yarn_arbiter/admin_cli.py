@@ -9,6 +9,7 @@ in ``x-admin-token`` metadata. Subcommands:
 - ``leases [--app ID]``: live leases (source, round, GPUs, seconds left);
 - ``set KEY VALUE``: change a knob at run time (``arbiter.themis.fairness-knob``, ...), printing
   the previous value; the arbiter validates it as it validates its config file;
+- ``undrain MACHINE``: offer a drained machine's GPUs again;
 - ``drain MACHINE [--grace S]``: revoke the machine's leases with a grace period and stop
   offering its GPUs.
 
@@ -68,12 +69,18 @@ def _token(args: argparse.Namespace, environ: dict[str, str]) -> str:
             raise AdminError(f"--token-file {args.token_file} is empty")
         return token
     token = environ.get(ENV_ADMIN_TOKEN, "").strip()
-    if not token:
-        raise AdminError(
-            f"no admin credential: pass --token-file (serve prints 'admin token in PATH'; by "
-            f"default <journal>.admin-token) or set ${ENV_ADMIN_TOKEN}"
-        )
-    return token
+    if token:
+        return token
+    from yarn_arbiter.cli import state_dir
+
+    default = state_dir(None, environ) / "arbiter-journal.db.admin-token"
+    if default.is_file() and default.read_text().strip():
+        return default.read_text().strip()  # what serve generated in its state directory
+    raise AdminError(
+        f"no admin credential: pass --token-file (serve prints 'admin token in PATH'; by "
+        f"default <journal>.admin-token, {default} for serve's default journal) or set "
+        f"${ENV_ADMIN_TOKEN}"
+    )
 
 
 def _channel(args: argparse.Namespace, address: str) -> grpc.Channel:
@@ -190,6 +197,14 @@ def run_admin(args: argparse.Namespace, environ: dict[str, str] | None = None) -
             request = pb.SetKnobRequest(key=args.key, value=args.value)
             reply = _call(stub.SetKnob, request, token, address, t)
             text = f"{reply.key}: {reply.previous_value} -> {reply.value}"
+        elif args.admin_command == "undrain":
+            request = pb.UndrainNodeRequest(machine=args.machine)
+            reply = _call(stub.UndrainNode, request, token, address, t)
+            text = (
+                f"{args.machine} offered again"
+                if reply.was_drained
+                else f"{args.machine} was not drained: nothing changed"
+            )
         else:  # drain
             request = pb.DrainNodeRequest(machine=args.machine, grace_seconds=args.grace)
             reply = _call(stub.DrainNode, request, token, address, t)
@@ -246,6 +261,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="seconds the apps get to checkpoint before their GPUs move (default 30, as "
         "arbiter.revocation.grace.seconds; 0 moves them now)",
     )
+    undrain = cmds.add_parser("undrain", help="offer a drained machine's GPUs again")
+    undrain.add_argument("machine", help="machine name (see `admin state`)")
     admin.set_defaults(func=_run)
 
 

@@ -22,7 +22,7 @@ import os
 import random
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -244,13 +244,47 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def state_dir(flag: str | None, environ: Mapping[str, str]) -> Path:
+    """Where ``serve`` keeps its journal and credentials unless told otherwise: ``--state-dir``,
+    else systemd's ``$STATE_DIRECTORY`` (``StateDirectory=`` in the unit), else
+    ``$YARN_ARBITER_STATE_DIR``, else ``$XDG_STATE_HOME/yarn-arbiter`` (default
+    ``~/.local/state/yarn-arbiter``). Never the current directory.
+
+    >>> state_dir(None, {"STATE_DIRECTORY": "/var/lib/yarn-arbiter"})
+    PosixPath('/var/lib/yarn-arbiter')
+    >>> state_dir(None, {"XDG_STATE_HOME": "/s"})
+    PosixPath('/s/yarn-arbiter')
+    """
+    if flag:
+        return Path(flag)
+    for name in ("STATE_DIRECTORY", "YARN_ARBITER_STATE_DIR"):
+        if environ.get(name):
+            return Path(environ[name].split(":")[0])
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "yarn-arbiter"
+
+
+NO_CLUSTER = (
+    "serve needs to know which cluster it schedules; give one of:\n"
+    "  --rm-url http://RM:8088[,http://RM2:8088]   the GPUs the ResourceManager reports "
+    "(with the YARN bridge)\n"
+    "  --hadoop-conf DIR (or $HADOOP_CONF_DIR)     the same, the RM address(es) read from "
+    "DIR/yarn-site.xml\n"
+    "  --cluster SPEC                              a declared cluster (yarn-arbiter cluster "
+    "lists the shipped specs)\n"
+    "  --demo                                      the Themis paper's 64-GPU testbed, for "
+    "trying the arbiter out"
+)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
     from arbiter.config import load_config
+    from arbiter.logs import setup_logging
     from yarn_arbiter.serve import serve
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    setup_logging(args.log_level, args.log_format)
     environ = dict(os.environ)
     if args.port is not None:
         environ[env_name("arbiter.grpc.port")] = str(args.port)
@@ -263,10 +297,33 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         environ[env_name("arbiter.metrics.port")] = str(args.metrics_port)
     from yarn_bridge.bridge_cli import bridge_settings
+    from yarn_bridge.hadoop_conf import rm_urls_from_conf_dir
 
     config = load_config(args.config, environ=environ, schemas=config_schemas())
+    if config.sources["arbiter.journal.path"] == "default":
+        # the journal (and the credentials generated beside it) under the state directory
+        home = state_dir(args.state_dir, environ)
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        config = config.with_value(
+            "arbiter.journal.path", str(home / "arbiter-journal.db"), source="state directory"
+        )
+    conf_dir = args.hadoop_conf
+    if conf_dir is None and not (args.cluster or args.demo):
+        conf_dir = environ.get("HADOOP_CONF_DIR") or environ.get("YARN_CONF_DIR")
+    if conf_dir and not args.rm_url and not config["yarn.arbiter.bridge.rm.url"]:
+        urls = rm_urls_from_conf_dir(conf_dir, environ)
+        logging.getLogger("yarn_arbiter.serve").info(
+            "ResourceManager from %s/yarn-site.xml: %s", conf_dir, ", ".join(urls)
+        )
+        args.rm_url = ",".join(urls)
     bridge = bridge_settings(args, environ, config)  # None unless an RM URL is set
-    return serve(None if bridge else load_cluster(args.cluster), config, bridge=bridge)
+    if bridge is not None:
+        return serve(None, config, bridge=bridge)
+    if args.demo and args.cluster:
+        raise ValueError("--demo serves the Themis testbed: give --demo or --cluster, not both")
+    if not (args.cluster or args.demo):
+        raise ValueError(NO_CLUSTER)
+    return serve(load_cluster(args.cluster or "themis-testbed"), config)
 
 
 def config_schemas() -> tuple[Schema, ...]:
@@ -296,6 +353,16 @@ def _cmd_config(args: argparse.Namespace) -> int:
         variables = ", ".join((env_name(key), *prop.legacy_env))
         rows.append([key, str(shown), config.sources[key], variables, prop.help])
     print(format_table(["key", "value", "source", "environment", "meaning"], rows))
+    return 0
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    from arbiter.about import version_line
+    from yarn_arbiter.completion import bash_script
+
+    parser = build_parser()
+    add_version_flags(parser, version_line("yarn-arbiter"))
+    print(bash_script(parser), end="")
     return 0
 
 
@@ -364,16 +431,54 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_cmd_demo)
     serve = sub.add_parser(
         "serve",
-        help="run the arbiter (gRPC) on a declared cluster, standalone",
+        help="run the arbiter daemon beside a YARN cluster (or on a declared cluster)",
         description="Serve the arbiter's gRPC API (AppMaster, QueryShare, Admin, health, "
-        "reflection) for a declared cluster, with a durable journal. Settings, later ones "
+        "reflection) with a durable journal, for the cluster the ResourceManager reports "
+        "(--rm-url, --hadoop-conf) or a declared one (--cluster, --demo). Settings, later ones "
         "winning: the defaults, --config (Hadoop *-site.xml or key=value), the environment "
         "variables named after the keys (ARBITER_*, YARN_ARBITER_BRIDGE_*), the older "
         "YARN_ARBITER_RM_URL, then the flags below.",
     )
-    serve.add_argument("--cluster", default="themis-testbed", help="spec name or YAML path")
-    serve.add_argument("--port", type=int, help="listen port (arbiter.grpc.port)")
-    serve.add_argument("--journal", help="SQLite journal path (arbiter.journal.path)")
+    serve.add_argument(
+        "--cluster",
+        help="a declared cluster: a shipped spec name (yarn-arbiter cluster lists them) or a "
+        "YAML file; ignored when the ResourceManager gives the cluster (--rm-url)",
+    )
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="serve the Themis paper's 64-GPU testbed (a declared cluster, to try it out)",
+    )
+    serve.add_argument(
+        "--hadoop-conf",
+        metavar="DIR",
+        help="read the ResourceManager address(es), RM HA ids included, from DIR/yarn-site.xml "
+        "(default $HADOOP_CONF_DIR when neither --cluster nor --demo is given)",
+    )
+    serve.add_argument("--port", type=int, help="gRPC listen port (arbiter.grpc.port)")
+    serve.add_argument(
+        "--journal",
+        help="the arbiter's durable state, an SQLite file (arbiter.journal.path; default "
+        "arbiter-journal.db in the state directory)",
+    )
+    serve.add_argument(
+        "--state-dir",
+        help="where the journal and generated credentials live by default ($STATE_DIRECTORY "
+        "under systemd, else $YARN_ARBITER_STATE_DIR, else ~/.local/state/yarn-arbiter)",
+    )
+    serve.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level (default INFO; DEBUG also shows the HTTP and gRPC libraries' lines)",
+    )
+    serve.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text: one readable line per event (default); json: one JSON object per line",
+    )
     serve.add_argument("--config", help="configuration file (arbiter-site.xml or key=value)")
     serve.add_argument(
         "--policy",
@@ -387,8 +492,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--metrics-port",
         type=int,
-        help="serve Prometheus /metrics and /healthz on this HTTP port (arbiter.metrics.port; "
-        "0: any free port; bound to arbiter.metrics.bind-host, default 127.0.0.1)",
+        help="serve the web console (/), Prometheus /metrics, /healthz and /readyz on this "
+        "HTTP port (arbiter.metrics.port; 0: any free port; bound to "
+        "arbiter.metrics.bind-host, default 127.0.0.1; on any other address the console asks "
+        "for the admin token)",
     )
     from yarn_bridge.bridge_cli import add_serve_arguments
 
@@ -420,15 +527,45 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_parser(sub)
     add_bridge_parsers(sub)
     add_submit_parser(sub)
+    from yarn_bridge.app_cli import add_parsers as add_app_parser
+
+    add_app_parser(sub)
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash; zsh through bashcompinit)",
+        description="Print the bash completion script for yarn-arbiter, e.g. "
+        "yarn-arbiter completion bash > /etc/bash_completion.d/yarn-arbiter",
+    )
+    completion.add_argument("shell", choices=["bash"], help="the shell (bash)")
+    completion.set_defaults(func=_cmd_completion)
     return parser
 
 
+def add_version_flags(parser: argparse.ArgumentParser, line: str) -> None:
+    """``--version`` on ``parser`` and on every subcommand below it."""
+    parser.add_argument("--version", action="version", version=line)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                if not any("--version" in a.option_strings for a in sub._actions):
+                    add_version_flags(sub, line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from arbiter.about import version_line
+
+    parser = build_parser()
+    add_version_flags(parser, version_line("yarn-arbiter"))
+    args = parser.parse_args(argv)
     from yarn_bridge.rm import RMError
 
     try:
         return args.func(args)
+    except BrokenPipeError:
+        # `yarn-arbiter config | head`: the reader left; no traceback, and none at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     except (ClusterSpecError, ValueError, FileNotFoundError, RMError) as exc:  # PolicyError too
         print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
         return 2

@@ -160,6 +160,51 @@ class Bridge:
             self.enforcer.tick(self.watcher.view.apps.values())
         return True
 
+    def status(self) -> dict[str, Any]:
+        """The bridge's view of the RM for the arbiter's console and ``/readyz``: ready while
+        the last poll succeeded, or the last success is younger than three poll periods (and
+        30 s): one failed poll, an RM failover, is not yet unready."""
+        stats, view = self.watcher.stats, self.watcher.view
+        age = None if stats.last_ok_at is None else max(0.0, time.time() - stats.last_ok_at)
+        ready = age is not None and (
+            stats.consecutive_failures == 0 or age <= max(3 * self.poll_s, 30.0)
+        )
+        if age is None:
+            detail = "no successful RM poll yet" + (
+                f": {stats.last_error}" if stats.last_error else ""
+            )
+        else:
+            detail = f"last RM poll ok {age:.1f} s ago"
+            if stats.consecutive_failures:
+                detail += f"; {stats.consecutive_failures} failed since: {stats.last_error}"
+        ml = sum(1 for a in view.apps.values() if a.kind == "ml")
+        return {
+            "ready": ready,
+            "detail": detail,
+            "rm_urls": ", ".join(self.rm.urls),
+            "active_rm": self.rm.active_url,
+            "poll_seconds": self.poll_s,
+            "polls": stats.polls,
+            "failed_polls": stats.failures,
+            "last_poll_ms": None if stats.last_poll_seconds is None
+            else round(stats.last_poll_seconds * 1000, 1),
+            "nodes": ", ".join(
+                f"{n.node_id} {n.state} {n.gpus} GPUs" for n in sorted(view.nodes.values(),
+                                                                      key=lambda n: n.node_id)
+            ) or "none",
+            "gpu_nodes": sum(1 for n in view.nodes.values() if n.gpus > 0),
+            "apps": f"{len(view.apps)} live ({ml} ML, {len(view.apps) - ml} analytics)",
+            "analytics_capacity": None if view.capacity is None
+            else f"{view.capacity.vcores:g} vcores, {view.capacity.memory_mb:g} MB",
+            "enforcing": self.enforcer is not None,
+        }  # fmt: skip
+
+    def bind_telemetry(self, telemetry: Any) -> None:
+        """Report to the arbiter's telemetry (:class:`arbiter.server.Observed`): RM poll
+        times for ``/metrics``, :meth:`status` for the console and ``/readyz``."""
+        self.watcher.poll_timer = telemetry.observe_rm_poll
+        telemetry.add_source("yarn-bridge", self.status)
+
     def start(self) -> Bridge:
         if self._thread is not None:
             raise RuntimeError("bridge already started")
@@ -446,6 +491,15 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
     p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until YARN reports the app finished, printing each state change; exit 0 "
+        "only for FINISHED/SUCCEEDED",
+    )
+    p.add_argument(
+        "--wait-poll-seconds", type=float, default=2.0, help="with --wait: poll period (default 2)"
+    )
+    p.add_argument(
         "--file", action="append", default=[], help="local file shipped to the AM and the job "
         "containers as a YARN local resource (file:// URL; repeatable)",
     )  # fmt: skip
@@ -565,9 +619,29 @@ def cmd_submit(
                 am_tls_ca=args.am_tls_ca or tls_ca,
                 timeout=args.timeout,
             )
+            print(
+                f"yarn-arbiter submit: {done.yarn_app_id} is arbiter app {done.arbiter_app_id}",
+                file=err,
+            )
+            print(done.yarn_app_id, file=out, flush=True)
+            if not getattr(args, "wait", False):
+                return 0
+            from yarn_bridge.app_cli import exit_status, wait_for_app
+
+            final = wait_for_app(
+                rm,
+                done.yarn_app_id,
+                poll_s=args.wait_poll_seconds,
+                on_change=lambda a: print(
+                    f"yarn-arbiter submit: {a.id} {a.state}"
+                    + (f" ({a.final_status})" if a.is_final else ""),
+                    file=err,
+                    flush=True,
+                ),
+            )
+            if final.diagnostics and exit_status(final):
+                print(f"yarn-arbiter submit: diagnostics: {final.diagnostics}", file=err)
+            return exit_status(final)
     except (SubmitError, RMError, ValueError) as exc:
         print(f"yarn-arbiter submit: error: {exc}", file=err)
         return 1
-    print(f"yarn-arbiter submit: {done.yarn_app_id} is arbiter app {done.arbiter_app_id}", file=err)
-    print(done.yarn_app_id, file=out, flush=True)
-    return 0

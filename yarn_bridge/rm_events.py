@@ -273,9 +273,20 @@ class RMView:
         return [a for a in self.apps.values() if a.kind == ANALYTICS]
 
 
+def _node(n: NodeView) -> str:
+    return f"{n.node_id} ({n.state}, {n.gpus} GPUs, {n.vcores} vcores, {n.memory_mb} MB)"
+
+
+def _res(r: Resources | None) -> str:
+    return "none" if r is None else f"{r.vcores:g} vcores, {r.memory_mb:g} MB"
+
+
 @dataclass(frozen=True, slots=True)
 class AppArrived:
     app: AppView
+
+    def __str__(self) -> str:
+        return f"YARN app {self.app.yarn_id} arrived ({self.app.kind}, {self.app.state})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,10 +298,16 @@ class AppEnded:
     reason: str
     confirmed_by: str
 
+    def __str__(self) -> str:
+        return f"YARN app {self.app.yarn_id} ended: {self.reason} (by {self.confirmed_by})"
+
 
 @dataclass(frozen=True, slots=True)
 class NodeAdded:
     node: NodeView
+
+    def __str__(self) -> str:
+        return f"node added: {_node(self.node)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,10 +315,16 @@ class NodeChanged:
     old: NodeView
     new: NodeView
 
+    def __str__(self) -> str:
+        return f"node changed: {_node(self.old)} -> {_node(self.new)}"
+
 
 @dataclass(frozen=True, slots=True)
 class NodeDraining:
     node: NodeView
+
+    def __str__(self) -> str:
+        return f"node decommissioning: {_node(self.node)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,11 +332,17 @@ class NodeRemoved:
     node: NodeView
     reason: str
 
+    def __str__(self) -> str:
+        return f"{self.reason}: node removed, its {self.node.gpus} GPUs with it"
+
 
 @dataclass(frozen=True, slots=True)
 class CapacityChanged:
     old: Resources | None
     new: Resources
+
+    def __str__(self) -> str:
+        return f"analytics capacity changed: {_res(self.old)} -> {_res(self.new)}"
 
 
 Event = (

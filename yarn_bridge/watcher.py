@@ -166,6 +166,8 @@ class PollStats:
     last_error: str | None = None
     events: int = 0
     applied: dict[str, int] = field(default_factory=dict)
+    last_ok_at: float | None = None  # time.time() of the last successful poll
+    last_poll_seconds: float | None = None  # how long the last poll took
 
 
 class Watcher:
@@ -212,6 +214,8 @@ class Watcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one poll at a time
+        # Called with each poll's duration and whether it succeeded (the arbiter's telemetry).
+        self.poll_timer: Callable[[float, bool], None] | None = None
         self._forged: set[str] = set()  # YARN apps whose arbiter tag was refused (logged once)
         # Every node the RM ever listed (machine names: NMs sharing a host keep host:port).
         self.known_nodes: dict[str, NodeView] = {}
@@ -293,9 +297,11 @@ class Watcher:
         (the RM unreachable or its answer malformed: logged, nothing changed)."""
         with self._lock:
             self.stats.polls += 1
+            started = time.perf_counter()
             try:
                 obs = self.observe()
             except RMError as exc:
+                self._timed(started, ok=False)
                 self.stats.failures += 1
                 self.stats.consecutive_failures += 1
                 self.stats.last_error = str(exc)
@@ -305,6 +311,8 @@ class Watcher:
                     exc,
                 )
                 return None
+            self._timed(started, ok=True)
+            self.stats.last_ok_at = time.time()
             if self.stats.consecutive_failures:
                 log.info("RM answers again after %d failed polls", self.stats.consecutive_failures)
             self.stats.consecutive_failures = 0
@@ -317,6 +325,12 @@ class Watcher:
         if self.on_poll is not None:
             self.on_poll(view)
         return events
+
+    def _timed(self, started: float, *, ok: bool) -> None:
+        seconds = time.perf_counter() - started
+        self.stats.last_poll_seconds = seconds
+        if self.poll_timer is not None:
+            self.poll_timer(seconds, ok)
 
     def apply(self, events: Iterable[Event], view: RMView) -> None:
         """Carry ``events`` to the core (finish, topology, drain, analytics)."""

@@ -2,10 +2,10 @@
 beeline's option names, the value types of its options, ``--share-profile`` parsing and the
 checks between options; :class:`Parser`, whose usage errors go through ``main``.
 
-Beeline's conventions where beeline has one: ``-u -n -p -e -f -i``, ``--hiveconf``,
-``--hivevar`` (and ``--define``), ``--outputformat`` with ``--showHeader``, ``--silent``,
-``--delimiterForDSV``, ``--nullemptystring``, ``--force`` (go on after a failed statement),
-boolean flags also as ``--flag=true|false``.
+Beeline's conventions where beeline has one: ``-u -n -p -w -a -c -d -e -f -i``,
+``--hiveconf``, ``--hivevar`` (and Hive CLI's ``--define``), ``--outputformat`` with
+``--showHeader``, ``--silent``, ``--delimiterForDSV``, ``--nullemptystring``, ``--force``
+(go on after a failed statement), boolean flags also as ``--flag=true|false``.
 """
 
 from __future__ import annotations
@@ -147,8 +147,14 @@ examples:
 
 JDBC URL: jdbc:hive2://HOST:PORT/DB[;auth=noSasl;user=U;...][?hiveconf=v;...][#hivevar=v;...]
 
-exit status: 0 ok; 1 a statement failed or HiveServer2 is unreachable (as beeline);
-  2 usage error (bad option, JDBC URL or share profile); 130 interrupted.
+interactive: without -e and -f, a prompt with history (~/.qoop-hive/history) reads SQL ended
+  by ';' and beeline's commands: !connect URL [USER [PASSWORD]], !close, !quit (!q, !exit),
+  !set KEY VALUE (outputformat, showHeader, silent, nullemptystring, force,
+  delimiterForDSV), !set (show them), !history, !help. A pipe on stdin is read the same way.
+
+exit status: 0 ok; 1 a statement failed or HiveServer2 is unreachable (as beeline); 2 a
+  statement of the -f script failed (as beeline), or a usage error (bad option, JDBC URL or
+  share profile; beeline says 1); 130 interrupted.
 """
 
 
@@ -164,11 +170,31 @@ def build_parser() -> Parser:
     conn.add_argument("-u", metavar="URL", help="JDBC URL: jdbc:hive2://HOST:PORT/DB[;auth=noSasl]")
     conn.add_argument("-n", metavar="USER", help="user name (default: the login name)")
     conn.add_argument("-p", metavar="PASSWORD", help="password (SASL PLAIN / LDAP)")
+    conn.add_argument(
+        "-w", "--password-file", metavar="FILE", help="read the password from FILE (as beeline)"
+    )
+    conn.add_argument(
+        "-a", "--authType", metavar="TYPE",
+        help="authentication type passed to the JDBC URL as auth=TYPE (e.g. noSasl)",
+    )  # fmt: skip
+    conn.add_argument(
+        "-c", metavar="NAME", dest="named_url",
+        help="the JDBC URL named NAME in beeline-site.xml (beeline.hs2.jdbc.url.NAME; "
+        "$HIVE_CONF_DIR, ~/.beeline or /etc/hive/conf); without -u and -c its default one",
+    )  # fmt: skip
+    conn.add_argument(
+        "-d", metavar="DRIVER", dest="driver",
+        help="JDBC driver class (accepted for beeline's sake; this client speaks HiveServer2's "
+        "Thrift protocol itself)",
+    )  # fmt: skip
     sql = p.add_argument_group("what to run")
     sql.add_argument(
         "-e", metavar="SQL", action="append", help="SQL to run; ';' separates several (repeatable)"
     )
-    sql.add_argument("-f", metavar="FILE", help="script file to run (else SQL is read from stdin)")
+    sql.add_argument(
+        "-f", metavar="FILE",
+        help="script file to run (else an interactive shell, or SQL and !commands from stdin)",
+    )  # fmt: skip
     sql.add_argument(
         "-i", dest="init", metavar="FILE", action="append", help="init script run first"
     )
@@ -182,7 +208,6 @@ def build_parser() -> Parser:
     sql.add_argument(
         "--hivevar",
         "--define",
-        "-d",
         dest="hivevar",
         metavar="K=V",
         type=_keyvalue,

@@ -3,7 +3,8 @@
 the client libraries and the planner.
 
 Exit statuses, measured on beeline 2.3.10 where beeline has one: **1** a failed statement or an
-unreachable server (as beeline); **2** a usage error (a bad flag, JDBC URL or share profile);
+unreachable server (as beeline); **2** a statement of the ``-f`` script failed (as beeline's
+``ERRNO_OTHER``), or a usage error (a bad flag, JDBC URL or share profile; beeline says 1);
 **3** ``engine status`` of a stopped engine (LSB); **130** Ctrl-C.
 """
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
+import sys
 import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TextIO
 
 from hive_hooks.beeline.errors import (
@@ -22,17 +26,87 @@ from hive_hooks.beeline.errors import (
     describe_error,
 )
 from hive_hooks.beeline.printing import Printer, explain_table, short_plan
-from hive_hooks.beeline.script import is_query, load_script, substitute_variables
+from hive_hooks.beeline.script import is_query, load_script, read_text, substitute_variables
 from hive_hooks.beeline.session import Replanner, Session
 from hive_hooks.jdbc import JdbcUrlError, parse_jdbc_url
 
-__all__ = ["run_sql"]
+__all__ = ["EXIT_SCRIPT_FAILED", "connection_args", "named_url", "run_shell", "run_sql"]
+
+
+EXIT_SCRIPT_FAILED = 2  # beeline's status for a failed -f script (its ERRNO_OTHER)
+
+
+def named_url(name: str | None, environ: Mapping[str, str]) -> str | None:
+    """The JDBC URL ``name`` (None: the default one) of beeline-site.xml, as beeline's ``-c``
+    finds it: ``$HIVE_CONF_DIR``, ``~/.beeline``, ``/etc/hive/conf``; None when there is no
+    file (and no name was asked for)."""
+    from arbiter.hadoop_xml import read_site_xml
+
+    dirs = [environ.get("HIVE_CONF_DIR", ""), str(Path.home() / ".beeline"), "/etc/hive/conf"]
+    for d in filter(None, dirs):
+        site = Path(d) / "beeline-site.xml"
+        if not site.is_file():
+            continue
+        try:
+            props = {k: p.value for k, p in read_site_xml(site).items()}
+        except ValueError as e:
+            raise CliError(str(e), EXIT_USAGE) from None
+        key = name or props.get("beeline.hs2.jdbc.url.default", "")
+        url = props.get(f"beeline.hs2.jdbc.url.{key}")
+        if url is None:
+            if name is None:
+                return None
+            raise CliError(f"{site}: no beeline.hs2.jdbc.url.{name}", EXIT_USAGE)
+        return url
+    if name is not None:
+        raise CliError(f"-c {name}: no beeline-site.xml in {', '.join(dirs[1:])}", EXIT_USAGE)
+    return None
+
+
+def connection_args(args: argparse.Namespace, environ: Mapping[str, str]) -> None:
+    """Resolve beeline's connection flags into ``-u``/``-p``: ``-c`` (or beeline-site.xml's
+    default URL without ``-u``), ``-a`` (``auth=TYPE`` on the URL), ``-w`` (the password)."""
+    if args.named_url or not args.u:
+        args.u = named_url(args.named_url, environ) or args.u
+    if args.authType and args.u and "auth=" not in args.u.split("?")[0].split("#")[0]:
+        base, sep, rest = args.u.partition("?")
+        args.u = f"{base};auth={args.authType}{sep}{rest}"
+    if args.password_file:
+        try:
+            args.p = Path(args.password_file).read_text().splitlines()[0]
+        except (OSError, IndexError) as e:
+            raise CliError(f"-w {args.password_file}: cannot read a password ({e})") from None
+
+
+def run_shell(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Without ``-e``/``-f``: the shell (:mod:`hive_hooks.beeline.shell`) on the terminal,
+    or on what stdin pipes in; ``-i`` files first."""
+    import itertools
+
+    from hive_hooks.beeline.shell import Shell, terminal_lines
+
+    interactive = sys.stdin.isatty()
+    shell = Shell(args, out, err, interactive=interactive, run_statement=_run_statement)
+    if args.u:
+        shell._guard(lambda: shell.connect(args.u, args.n, args.p))
+        if shell.failed and not interactive:
+            return EXIT_ERROR
+    init = [line for path in args.init or () for line in read_text(path).splitlines()]
+    if interactive:
+        history = Path.home() / ".qoop-hive" / "history"
+        lines: Iterable[str] = terminal_lines(shell.prompt, history)
+    else:
+        lines = sys.stdin
+    return shell.run(itertools.chain(init, lines))
 
 
 def run_sql(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run the script of ``args`` (its statements, then ``--gc``); the exit status."""
     from hive_hooks.errors import EngineUnavailableError
 
+    connection_args(args, os.environ)
+    if not (args.e or args.f or args.gc):
+        return run_shell(args, out, err)
     printer = Printer(args, out, err)
     script = load_script(args)
     if not args.u:
@@ -48,7 +122,7 @@ def run_sql(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except JdbcUrlError as e:
         raise CliError(str(e), EXIT_USAGE) from e
     if not script and not args.gc:
-        raise CliError("nothing to run: give -e SQL or -f FILE (no interactive shell)", EXIT_USAGE)
+        raise CliError("nothing to run: the -e SQL or -f FILE holds no statement", EXIT_USAGE)
     session = Session(
         url,
         user=args.n,
@@ -58,6 +132,7 @@ def run_sql(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     rp = Replanner(args, session, printer)
     failed = 0
+    failed_in_file = False
     try:
         session.conn  # noqa: B018 - connect now: an unreachable server is one clear error
         for source, stmt in script:
@@ -76,13 +151,17 @@ def run_sql(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 if isinstance(e, EngineUnavailableError) and url.hostport not in msg:
                     msg += f" (HiveServer2 at {url.hostport})"
                 printer.error(where + msg)
+                if source == args.f:
+                    failed_in_file = True
                 if not args.force:
-                    return EXIT_ERROR
+                    return EXIT_SCRIPT_FAILED if failed_in_file else EXIT_ERROR
         if args.gc:
             _gc(rp, session, printer, args)
     finally:
         rp.close()
         session.close()
+    if failed_in_file:
+        return EXIT_SCRIPT_FAILED
     return EXIT_ERROR if failed else EXIT_OK
 
 

@@ -113,6 +113,16 @@ def test_state_apps_leases_set_and_drain(
             pytest.fail("the drained machine's GPUs are still leased")
         assert main(admin(arb, token, "state")) == 0
         assert "drained" in capsys.readouterr().out
+        free = len(arb.core.snapshot().free)
+
+        assert main(admin(arb, token, "undrain", machine)) == 0
+        assert capsys.readouterr().out.strip() == f"{machine} offered again"
+        assert machine not in arb.core.drained
+        assert len(arb.core.snapshot().free) > free  # its GPUs are offerable again
+        assert main(admin(arb, token, "undrain", machine)) == 0
+        assert "was not drained: nothing changed" in capsys.readouterr().out
+        assert main(admin(arb, token, "undrain", "no-such-machine")) != 0
+        assert "unknown machine" in capsys.readouterr().err
     finally:
         s.close()
 
@@ -158,9 +168,7 @@ def test_refusals_are_clear_and_change_nothing(
 def scrape(arb: RunningArbiter) -> dict[str, float]:
     assert arb.metrics is not None
     r = httpx.get(arb.metrics.url, timeout=5)
-    assert r.status_code == 200 and r.headers["content-type"].startswith(
-        "text/plain; version=0.0.4"
-    )
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=")
     out = {}
     for line in r.text.splitlines():
         if line and not line.startswith("#"):
@@ -172,8 +180,8 @@ def scrape(arb: RunningArbiter) -> dict[str, float]:
 def test_metrics_page_follows_the_arbiter(served: tuple[RunningArbiter, Path]) -> None:
     arb, _ = served
     page = scrape(arb)
-    assert page['yarn_arbiter_info{policy="las",cluster="nodes:2:4"}'] == 1
-    assert page["yarn_arbiter_gpus_total"] == 8 and page['yarn_arbiter_gpus{state="free"}'] == 8
+    assert page['yarn_arbiter_info{cluster="nodes:2:4",policy="las"}'] == 1
+    assert page["yarn_arbiter_cluster_gpus"] == 8 and page['yarn_arbiter_gpus{state="free"}'] == 8
     assert page['yarn_arbiter_apps{connected="true"}'] == 0
     s = Session(arb, 3)
     try:
@@ -199,6 +207,9 @@ def test_metrics_page_follows_the_arbiter(served: tuple[RunningArbiter, Path]) -
     assert page['yarn_arbiter_rpc_calls_total{method="ListApps"}'] == 1
     assert page['yarn_arbiter_rpc_refused_total{code="PERMISSION_DENIED"}'] == 1
     assert page["yarn_arbiter_query_jobs"] == 1 and page["yarn_arbiter_analytics_jobs"] == 1
+    assert page["yarn_arbiter_rounds_total"] >= 1
+    assert page['yarn_arbiter_rpc_duration_seconds_count{method="RegisterApp"}'] == 1
+    assert page["yarn_arbiter_journal_commit_duration_seconds_count"] >= 1
     assert httpx.get(arb.metrics.url.replace("/metrics", "/healthz"), timeout=5).text == "ok\n"
     assert httpx.get(arb.metrics.url.replace("/metrics", "/x"), timeout=5).status_code == 404
 
@@ -240,7 +251,7 @@ def test_serve_metrics_port_flag(tmp_path: Path) -> None:
         assert server.stdout is not None
         line = server.stdout.readline().decode()
         assert "; metrics at http://127.0.0.1:" in line, line
-        url = line.rsplit("metrics at ", 1)[1].strip()
+        url = line.rsplit("metrics at ", 1)[1].split(";")[0].strip()
         page = httpx.get(url, timeout=5).text
         assert 'yarn_arbiter_gpus{state="free"} 2' in page
         server.send_signal(signal.SIGTERM)

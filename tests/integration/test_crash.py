@@ -34,7 +34,7 @@ def launch(tmp_path: Path, port: int) -> subprocess.Popen:
         "ARBITER_BID_DEADLINE_SECONDS": "0.5",
         "ARBITER_ADMIN_TOKEN_FILE": str(tmp_path / "admin-token"),
     }
-    cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--port", str(port)]
+    cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--demo", "--port", str(port)]
     cmd += ["--journal", str(tmp_path / "journal.db")]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

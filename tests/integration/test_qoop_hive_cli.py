@@ -504,21 +504,22 @@ def test_script_from_stdin_through_the_console_script(engine) -> None:
 
 
 @pytest.mark.slow
-def test_errors_exit_1_with_one_line(engine, tmp_path: Path) -> None:
+def test_errors_exit_with_one_line(engine, tmp_path: Path) -> None:
     code, out, err = sql(engine, "-e", "SELECT * FROM no_such_table_cli")
     assert code == 1 and out == ""
     assert err.splitlines()[-1].startswith("qoop-hive: error: [TABLE_OR_VIEW_NOT_FOUND]")
     assert "no_such_table_cli" in err
     code, out, err = sql(engine, "-e", "SELEC 1")
     assert code == 1 and "qoop-hive: error: [PARSE_SYNTAX_ERROR] Syntax error" in err
-    # a failing statement stops the script (its file:line named) unless --force
+    # a failing statement stops the script (its file:line named) unless --force; a failed -f
+    # script exits 2, as beeline's does
     script = tmp_path / "f.sql"
     script.write_text("SELECT 1 AS one;\n\nSELECT * FROM nope_cli;\nSELECT 3 AS three;\n")
     code, out, err = sql(engine, "--no-replan", "--outputformat=csv2", "-f", str(script))
-    assert code == 1 and "three" not in out and f"{script}:3: [TABLE_OR_VIEW_NOT_FOUND]" in err
+    assert code == 2 and "three" not in out and f"{script}:3: [TABLE_OR_VIEW_NOT_FOUND]" in err
     code, out, err = sql(engine, "--no-replan", "--outputformat=csv2", "--force",
                          "-f", str(script))  # fmt: skip
-    assert code == 1 and "one\n1\n" in out and "three\n3\n" in out
+    assert code == 2 and "one\n1\n" in out and "three\n3\n" in out
     # the client's auth must match the server's: a clear message, no hang
     code, _, err = sql(engine, "-e", "SELECT 1", url=engine["url"].split(";")[0])
     assert code == 1 and "auth" in err and f"127.0.0.1:{engine['port']}" in err
@@ -684,3 +685,57 @@ def test_console_script_is_installed() -> None:
     res = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "COLUMNS": "100"})  # fmt: skip
     assert res.returncode == 0 and "usage: qoop-hive" in res.stdout
+
+
+def qoop_hive(engine, *argv: str, stdin: str = "", env: dict[str, str] | None = None):
+    """The console script as a beeline user runs it (stdin a pipe)."""
+    registry = str(engine["workdir"] / "registry.db")
+    return subprocess.run(
+        [sys.executable, "-m", "hive_hooks.cli", "--registry", registry, *argv],
+        input=stdin, capture_output=True, text=True, timeout=180,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_shell_reads_beeline_commands_and_sql(engine) -> None:
+    script = (
+        "!set outputformat csv2\n"
+        "!set showHeader false\n"
+        "SELECT 1 AS a,\n  'x;y' AS b; -- two lines, a ';' in quotes\n"
+        "!set\n"
+        "!quit\n"
+        "SELECT 2 AS never;\n"
+    )
+    res = qoop_hive(engine, "-u", engine["url"], "--no-replan", "--silent", stdin=script)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("1,x;y\n") and "outputformat     csv2" in res.stdout
+    assert "never" not in res.stdout and res.stderr == ""
+    # unconnected at first: !connect, then a query through the replanner
+    res = qoop_hive(engine, "--outputformat=tsv2",
+                    stdin=f"!connect {engine['url']}\nSELECT 3 AS c;\n!close\n")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "c\n3\n" and "Connected to: HiveServer2 at 127.0.0.1" in res.stderr
+
+
+@pytest.mark.slow
+def test_beeline_exit_statuses_and_flags(engine, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sql"
+    bad.write_text("SELECT 1;\nSELECT * FROM no_such_table_here;\n")
+    res = qoop_hive(engine, "-u", engine["url"], "--no-replan", "-f", str(bad))
+    assert res.returncode == 2 and "no_such_table_here" in res.stderr  # beeline's -f status
+    res = qoop_hive(engine, "-u", engine["url"], "--no-replan", "-e", "SELECT * FROM nope_t")
+    assert res.returncode == 1  # beeline's -e status
+    res = qoop_hive(engine, "-u", engine["url"], "--no-replan", stdin="SELECT * FROM nope_t;\n")
+    assert res.returncode == 1
+    # -c from beeline-site.xml, -d (the driver class) accepted, -w a password file, -a auth
+    port = engine["port"]
+    (tmp_path / "beeline-site.xml").write_text(
+        "<configuration><property><name>beeline.hs2.jdbc.url.local</name>"
+        f"<value>jdbc:hive2://127.0.0.1:{port}/default</value></property></configuration>"
+    )
+    (tmp_path / "pw").write_text("unused-with-nosasl\n")
+    res = qoop_hive(engine, "-c", "local", "-a", "noSasl", "-d", "org.apache.hive.jdbc.HiveDriver",
+                    "-w", str(tmp_path / "pw"), "--outputformat=csv2", "--silent",
+                    "-e", "SELECT 4 AS d", env={"HIVE_CONF_DIR": str(tmp_path)})  # fmt: skip
+    assert (res.returncode, res.stdout) == (0, "d\n4\n"), res.stderr

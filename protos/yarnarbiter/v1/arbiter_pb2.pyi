@@ -424,3 +424,15 @@ class DrainNodeResponse(_message.Message):
     REVOKED_LEASE_IDS_FIELD_NUMBER: _ClassVar[int]
     revoked_lease_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, revoked_lease_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UndrainNodeRequest(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    def __init__(self, machine: _Optional[str] = ...) -> None: ...
+
+class UndrainNodeResponse(_message.Message):
+    __slots__ = ("was_drained",)
+    WAS_DRAINED_FIELD_NUMBER: _ClassVar[int]
+    was_drained: bool
+    def __init__(self, was_drained: _Optional[bool] = ...) -> None: ...

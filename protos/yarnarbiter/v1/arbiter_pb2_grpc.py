@@ -461,6 +461,11 @@ class AdminStub:
                 request_serializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.DrainNodeRequest.SerializeToString,
                 response_deserializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.DrainNodeResponse.FromString,
                 _registered_method=True)
+        self.UndrainNode = channel.unary_unary(
+                '/yarnarbiter.v1.Admin/UndrainNode',
+                request_serializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UndrainNodeRequest.SerializeToString,
+                response_deserializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UndrainNodeResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -496,6 +501,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UndrainNode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -523,6 +534,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DrainNode,
                     request_deserializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.DrainNodeRequest.FromString,
                     response_serializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.DrainNodeResponse.SerializeToString,
+            ),
+            'UndrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndrainNode,
+                    request_deserializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UndrainNodeRequest.FromString,
+                    response_serializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UndrainNodeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -660,6 +676,33 @@ class Admin:
             '/yarnarbiter.v1.Admin/DrainNode',
             protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.DrainNodeRequest.SerializeToString,
             protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.DrainNodeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/yarnarbiter.v1.Admin/UndrainNode',
+            protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UndrainNodeRequest.SerializeToString,
+            protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UndrainNodeResponse.FromString,
             options,
             channel_credentials,
             insecure,
