@@ -22,7 +22,7 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
 
-$(STAMP): setup.cfg pyproject.toml | $(CHROMIUM)
+$(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -47,14 +47,14 @@ demo: $(STAMP) $(JARS)
 # Test artefacts (the console's screenshot from the browser test) land in build/test-artefacts.
 ARTEFACTS ?= $(CURDIR)/build/test-artefacts
 
-test: $(STAMP) $(JARS)
+test: $(STAMP) $(JARS) | $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	YARN_ARBITER_ARTEFACTS=$(ARTEFACTS) $(BIN)/pytest -q
 
 # What a developer runs between commits (about two minutes): tests/unit and tests/integration
 # without the slow ones; no engine, no real cluster.
-test-fast: $(STAMP)
+test-fast: $(STAMP) | $(CHROMIUM)
 	$(BIN)/pytest -q -x -m "not slow and not yarn" tests/unit tests/integration
 
 # Only the tests on a real local YARN.
