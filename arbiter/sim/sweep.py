@@ -148,10 +148,10 @@ class Cell:
         return cls(
             trace=doc["trace"], policy=doc["policy"], seed=int(doc["seed"]),
             cluster=doc["cluster"], knobs=tuple((str(k), v) for k, v in doc["knobs"]),
-            window=tuple(doc["window"]) if doc.get("window") else None,  # type: ignore[arg-type]
+            window=tuple(doc["window"]) if doc.get("window") else None,
             target_load=doc.get("target_load"), max_jobs=doc.get("max_jobs"),
             app_kind=doc.get("app_kind", "single"),
-            jobs_per_app=tuple(doc.get("jobs_per_app", (1, 15))),  # type: ignore[arg-type]
+            jobs_per_app=tuple(doc.get("jobs_per_app", (1, 15))),
         )  # fmt: skip
 
 
