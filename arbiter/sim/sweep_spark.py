@@ -62,7 +62,10 @@ def _task(doc: dict[str, Any], shipped: str) -> dict[str, Any]:
     """What runs on an executor: the cell, with its trace from SparkFiles."""
     from pyspark import SparkFiles
 
-    return run_cell(Cell.from_json(doc), SparkFiles.get(shipped))
+    row = run_cell(Cell.from_json(doc), SparkFiles.get(shipped))
+    # Where it ran: YARN names the container in its environment (empty in local mode).
+    row["container"] = os.environ.get("CONTAINER_ID", "")
+    return row
 
 
 class SparkSweep:
@@ -111,8 +114,10 @@ class SparkSweep:
                 "spark.yarn.jars": f"local:{jars}/*",
                 "spark.yarn.tags": "yarn-arbiter-sweep",
                 "spark.executor.cores": "1",
-                "spark.executor.memory": "1g",
+                "spark.executor.memory": "512m",
+                "spark.executor.memoryOverhead": "512m",  # the Python worker lives here
                 "spark.yarn.am.memory": "512m",
+                "spark.yarn.am.memoryOverhead": "512m",
                 "spark.dynamicAllocation.enabled": "false",
                 "spark.executor.instances": str(self.executors or 2),
             })  # fmt: skip
