@@ -84,8 +84,8 @@ def main() -> int:
         r["speedup_vs_serial"] = r["cells_per_min"] / base
     print(format_table(
         ["engine", "cells", "wall s", "cells/min", "vs serial", "sum of cell s", "same rows"],
-        [[r["engine"], r["cells"], f"{r['wall_s']:.1f}", f"{r['cells_per_min']:.1f}",
-          f"{r['speedup_vs_serial']:.2f}x", f"{r['sum_cell_s']:.1f}", r["same_rows_as_serial"]]
+        [[r["engine"], str(r["cells"]), f"{r['wall_s']:.1f}", f"{r['cells_per_min']:.1f}",
+          f"{r['speedup_vs_serial']:.2f}x", f"{r['sum_cell_s']:.1f}", str(r["same_rows_as_serial"])]
          for r in results],
     ))  # fmt: skip
     doc = {"grid": {"traces": traces, "policies": policies, "seeds": [0]}, "results": results,
