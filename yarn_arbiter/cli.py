@@ -517,12 +517,14 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("spec", nargs="?", help="spec name or YAML path")
     cluster.set_defaults(func=_cmd_cluster)
     from arbiter.sim.cli import add_parsers
+    from arbiter.sim.sweep_cli import add_parser as add_sweep_parser
     from yarn_arbiter.admin_cli import add_parser as add_admin_parser
     from yarn_bridge.bridge_cli import add_parsers as add_submit_parser
     from yarn_bridge.cli import add_parsers as add_bridge_parsers
     from yarn_bridge.hadoop_cli import add_parsers as add_hadoop_parsers
 
     add_parsers(sub)
+    add_sweep_parser(sub)
     add_hadoop_parsers(sub)
     add_admin_parser(sub)
     add_bridge_parsers(sub)

@@ -1,0 +1,101 @@
+"""Sweep throughput: cells per minute on Spark ``local[2]`` against the serial loop, one run.
+
+The grid: Pollux's workloads 1-8 (160 jobs each, ``nodes:16:4``) under fifo, las, tiresias and
+themis, seed 0 (32 cells; ``--quick``: workloads 1-4 under fifo and las, 8 cells).
+Both engines run the same cells into fresh folders; each is timed as a whole command
+(``yarn-arbiter sweep``, so Spark's start-up counts), and the rows of the two are checked equal.
+``--yarn-conf DIR`` adds a third run with ``--master yarn`` (e.g. the ``etc/client`` folder of
+``yarn-arbiter hadoop up``).
+
+On this 2-core machine the ceiling is 2x (two task slots); Spark's JVM and the driver's
+threads take some of the same two cores.
+
+Usage: ``python benchmarks/sweep_throughput.py [--quick] [--yarn-conf DIR] [--out PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from arbiter.tables import format_table
+
+RESULTS = Path(__file__).resolve().parent / "results"
+METRICS = ("jobs", "finished", "avg_jct_s", "max_rho", "gpu_time_s")
+
+
+def run(args: list[str], out: Path, env: dict[str, str] | None = None) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "yarn_arbiter.cli", "sweep", *args, "--out", str(out),
+         "--no-progress"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"sweep failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    rows = {p.stem: json.loads(p.read_text()) for p in (out / "cells").glob("*.json")}
+    return wall, rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--yarn-conf", type=Path, help="HADOOP_CONF_DIR of a YARN to run on too")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    n = 4 if a.quick else 8
+    policies = "fifo,las" if a.quick else "fifo,las,tiresias,themis"
+    traces = ",".join(f"pollux/workloads/workload-{i}.csv" for i in range(1, n + 1))
+    grid = ["--traces", traces, "--policies", policies, "--seeds", "0"]
+    engines: list[tuple[str, list[str], dict[str, str] | None]] = [
+        ("serial", ["--engine", "serial"], None),
+        ("spark local[2]", ["--master", "local[2]"], None),
+    ]
+    if a.yarn_conf:
+        env = {**os.environ, "HADOOP_CONF_DIR": str(a.yarn_conf.resolve())}
+        engines.append(("spark yarn (2 executors)", ["--master", "yarn", "--executors", "2"], env))
+    results, reference = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, extra, env) in enumerate(engines):
+            wall, rows = run(grid + extra, Path(tmp) / f"e{i}", env)
+            cells_s = sum(r["wall_s"] for r in rows.values())
+            if reference is None:
+                reference = rows
+            same = rows.keys() == reference.keys() and all(
+                {m: rows[k][m] for m in METRICS} == {m: reference[k][m] for m in METRICS}
+                for k in rows
+            )
+            results.append({
+                "engine": name, "cells": len(rows), "wall_s": wall,
+                "cells_per_min": 60 * len(rows) / wall, "sum_cell_s": cells_s,
+                "same_rows_as_serial": same,
+            })  # fmt: skip
+            print(f"{name}: {len(rows)} cells in {wall:.1f} s", file=sys.stderr)
+    base = results[0]["cells_per_min"]
+    for r in results:
+        r["speedup_vs_serial"] = r["cells_per_min"] / base
+    print(format_table(
+        ["engine", "cells", "wall s", "cells/min", "vs serial", "sum of cell s", "same rows"],
+        [[r["engine"], str(r["cells"]), f"{r['wall_s']:.1f}", f"{r['cells_per_min']:.1f}",
+          f"{r['speedup_vs_serial']:.2f}x", f"{r['sum_cell_s']:.1f}", str(r["same_rows_as_serial"])]
+         for r in results],
+    ))  # fmt: skip
+    doc = {"grid": {"traces": traces, "policies": policies, "seeds": [0]}, "results": results,
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}  # fmt: skip
+    out = a.out or RESULTS / ("sweep_throughput_quick.json" if a.quick else "sweep_throughput.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2))
+    print(f"wrote {out}", file=sys.stderr)
+    return 0 if all(r["same_rows_as_serial"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Sweeps (arbiter.sim.sweep): the grid, a cell's key and row, the resumable results folder,
+and the serial engine. The Spark engine is in tests/integration/test_sweep_spark.py."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from arbiter.cluster import load_cluster
+from arbiter.sim.run import compare, load_jobs
+from arbiter.sim.sweep import (
+    Cell,
+    SweepError,
+    SweepStore,
+    default_cluster,
+    grid,
+    parse_knob_grid,
+    run_cell,
+    run_serial,
+)
+
+TRACE = "tiresias/60_job.csv"
+
+
+def test_grid_is_the_product_without_duplicates() -> None:
+    cells = grid([TRACE, TRACE], ["fifo", "las"], [0, 1, 1], ["nodes:16:4", "nodes:8:4"])
+    assert len(cells) == 2 * 2 * 2  # the repeated trace and seed are one
+    assert {(c.cluster, c.policy, c.seed) for c in cells} == {
+        (cl, p, s) for cl in ("nodes:16:4", "nodes:8:4") for p in ("fifo", "las") for s in (0, 1)
+    }
+    assert len({c.key for c in cells}) == len(cells)
+
+
+def test_knob_alternatives_multiply_only_their_policy() -> None:
+    knobs = parse_knob_grid("themis:fairness_knob=0.8|0.9,lease_s=300|600; las:")
+    assert knobs["themis"] == [
+        {"fairness_knob": 0.8, "lease_s": 300}, {"fairness_knob": 0.8, "lease_s": 600},
+        {"fairness_knob": 0.9, "lease_s": 300}, {"fairness_knob": 0.9, "lease_s": 600},
+    ]  # fmt: skip
+    cells = grid([TRACE], ["fifo", "themis"], [0], knobs=knobs)
+    assert [c.policy for c in cells].count("fifo") == 1
+    assert [c.policy for c in cells].count("themis") == 4
+
+
+@pytest.mark.parametrize("text", ["nosuch:x=1", "themis", "themis:fairness_knob", "themis:=1|2"])
+def test_malformed_knobs_are_named(text: str) -> None:
+    with pytest.raises(SweepError, match="--knobs"):
+        parse_knob_grid(text)
+
+
+def test_unknown_policy_or_app_kind_or_empty_grid_is_refused() -> None:
+    with pytest.raises(SweepError, match="unknown policies"):
+        grid([TRACE], ["fifo", "nosuch"], [0])
+    with pytest.raises(SweepError, match="app kind"):
+        grid([TRACE], ["fifo"], [0], app_kind="nosuch")
+    with pytest.raises(SweepError, match="at least one"):
+        grid([TRACE], ["fifo"], [])
+
+
+def test_default_clusters_per_trace_family() -> None:
+    assert default_cluster("pollux/workloads-0.5/workload-3.csv") == "nodes:16:4"
+    assert default_cluster("tiresias/n32g4.csv") == "nodes:32:4"
+    assert default_cluster("synergy/static_100job_6_3_1100.0.csv") == "nodes:4:8:24:500"
+    assert default_cluster("gavel/small_test.trace") == "gavel:36:36:36"
+    assert default_cluster("philly/philly.csv") == "themis-testbed"
+
+
+def test_a_cell_survives_json_and_keeps_its_key() -> None:
+    cell = Cell(TRACE, "themis", 3, "nodes:16:4", knobs=(("fairness_knob", 0.8),),
+                window=(0.0, 86400.0), target_load=1.0, max_jobs=40,
+                app_kind="hyperparameter", jobs_per_app=(2, 5))  # fmt: skip
+    again = Cell.from_json(json.loads(json.dumps(cell.to_json())))
+    assert again == cell and again.key == cell.key
+    assert Cell(TRACE, "themis", 4, "nodes:16:4").key != Cell(TRACE, "themis", 3, "nodes:16:4").key
+
+
+def test_a_cell_row_equals_compare_on_the_same_jobs() -> None:
+    cell = grid([TRACE], ["las"], [0], max_jobs=30)[0]
+    row = run_cell(cell)
+    assert row["status"] == "ok" and row["key"] == cell.key
+    cluster = load_cluster("nodes:16:4")
+    direct = compare(load_jobs(TRACE, cluster=cluster, max_jobs=30), cluster, ["las"])[0].summary
+    for key in ("jobs", "finished", "avg_jct_s", "max_rho", "gpu_time_s"):
+        assert row[key] == pytest.approx(direct[key]), key
+
+
+def test_a_failing_cell_is_a_failed_row_not_an_exception() -> None:
+    row = run_cell(Cell("no/such/trace.csv", "fifo", 0, "nodes:16:4"))
+    assert row["status"] == "failed"
+    assert "no such file" in row["error"]
+
+
+def test_serial_sweep_resumes_and_reruns_only_what_is_missing(tmp_path: Path) -> None:
+    cells = grid([TRACE], ["fifo", "las"], [0, 1], max_jobs=20)
+    store = SweepStore(tmp_path / "out")
+    first = run_serial(cells, store)
+    assert sorted(r["key"] for r in first) == sorted(c.key for c in cells)
+    # Everything done: a second run runs nothing.
+    assert run_serial(cells, SweepStore(tmp_path / "out")) == []
+    # A lost cell and a damaged one are run again; the others are not.
+    (tmp_path / "out" / "cells" / f"{cells[0].key}.json").unlink()
+    (tmp_path / "out" / "cells" / f"{cells[1].key}.json").write_text("{not json")
+    again = run_serial(cells, SweepStore(tmp_path / "out"))
+    assert sorted(r["key"] for r in again) == sorted([cells[0].key, cells[1].key])
+    assert not list((tmp_path / "out" / "cells").glob("*.tmp"))
+
+
+def test_failed_cells_run_again_and_the_summary_has_one_row_per_cell(tmp_path: Path) -> None:
+    good = grid([TRACE], ["fifo"], [0], max_jobs=10)
+    bad = [Cell("no/such.csv", "fifo", 0, "nodes:16:4")]
+    store = SweepStore(tmp_path)
+    run_serial(good + bad, store)
+    assert [r["key"] for r in run_serial(good + bad, store)] == [bad[0].key]
+    with open(store.write_summary(good + bad)) as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["policy"], r["status"]) for r in rows] == [("fifo", "ok"), ("fifo", "failed")]
+    assert float(rows[0]["jobs"]) == 10 and rows[1]["error"]
+
+
+def test_an_output_folder_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SweepError, match="cannot create"):
+        SweepStore(blocker / "out")
