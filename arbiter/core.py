@@ -80,6 +80,7 @@ class ArbiterCore:
         *,
         admin_token: str,
         service_token: str | None = None,
+        submit_token: str | None = None,
         clock: Callable[[], float] = time.time,
         decider: Decider = decide_inline,
         topology_from_rm: bool = False,
@@ -98,6 +99,7 @@ class ArbiterCore:
         self.sessions = AppSessions(snap.apps, journal, admin_token=admin_token)
         self.book = LeaseBook(snap.state, journal, now=clock())
         self.shares = ShareHub(self._declared_capacity, service_token=service_token)
+        self._submit_hash = hash_token(submit_token) if submit_token else None
         self.scheduler = SchedulerLoop(self.sessions, self.book)
         self.scheduler.configure(self.config)
         # gRPC calls by method and refusals by status code, counted by the service shell for
@@ -283,13 +285,15 @@ class ArbiterCore:
             return self.book.release(app_id, lid, frozenset(gpus), self.clock())
 
     def renew(self, app_id: str, lid: str) -> Lease:
-        """Extend a lease by one lease length while no other app is waiting for GPUs."""
+        """Extend a lease to one lease length from now while no other app is waiting for GPUs
+        (registered and connected, or heard from within the heartbeat timeout)."""
         with self._lock:
             now = self.clock()
             apps = self.sessions.apps
+            timeout = self.config["arbiter.heartbeat.timeout.seconds"]
             waiting = [
                 a
-                for a in self.sessions.sessions
+                for a in self.sessions.active(now, timeout)
                 if a != app_id and len(self.book.held(a, now)) < apps[a].max_gpu_demand
             ]
             return self.book.renew(

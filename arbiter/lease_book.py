@@ -146,8 +146,9 @@ class LeaseBook:
     def renew(
         self, app_id: str, lid: str, *, now: float, cluster: Cluster, waiting: int, seconds: float
     ) -> Lease:
-        """Extend lease ``lid`` by ``seconds`` while no other app is ``waiting`` for GPUs and
-        none of its GPUs is on a drained machine."""
+        """Extend lease ``lid`` to ``seconds`` from ``now`` (never further: renewals do not
+        stack) while no other app is ``waiting`` for GPUs and none of its GPUs is on a drained
+        machine."""
         lease = self.find(app_id, lid)
         drained = sorted({cluster.gpu(g).machine for g in lease.gpus} & self.drained)
         if drained:
@@ -162,7 +163,8 @@ class LeaseBook:
                 f"{waiting} other app(s) wait for GPUs; the lease ends at its term "
                 "and its GPUs go back to auction",
             )
-        longer = replace(lease, end=max(lease.end, now) + seconds)
+        # one lease length from now, never more: renewals do not stack
+        longer = replace(lease, end=max(lease.end, now + seconds))
         taken = [x for x in self.state.leases if x is not lease and x.gpus & lease.gpus
                  and x.start < longer.end and x.end > lease.end]  # fmt: skip
         if taken:  # a later lease (a leftover reserved from this one's end) has the GPUs

@@ -291,6 +291,18 @@ class SchedulerLoop:
         gangs = [int(j.get("gang_size") or 0) for j in app.jobs]  # type: ignore[call-overload]
         return min(max([g for g in gangs if g > 0], default=app.max_gpu_demand), app.max_gpu_demand)
 
+    def _within_gang(self, app_id: str, held: frozenset[str], now: float) -> frozenset[str]:
+        """``held`` cut to the app's gang: the GPUs whose leases end last (then by id)."""
+        gang = self._gang(app_id)
+        if len(held) <= gang:
+            return held
+        ends: dict[str, float] = {}
+        for lease in self.book.state.leases:
+            if lease.app_id == app_id and lease.live_at(now):
+                for g in lease.gpus:
+                    ends[g] = max(ends.get(g, now), lease.end)
+        return frozenset(sorted(held, key=lambda g: (-ends.get(g, now), g))[:gang])
+
     def _job_view(self, app_id: str, now: float, held: frozenset[str]) -> JobView:
         app = self.sessions.apps[app_id]
         progress = self.sessions.progress.get(app_id)
@@ -334,6 +346,11 @@ class SchedulerLoop:
         held = {a: holdings.get(a, frozenset()) & cluster.gpu_ids for a in order}
         if not partial_ok:  # a gang cut by a lost node cannot run: the policy places it anew
             held = {a: g if len(g) >= self._gang(a) else frozenset() for a, g in held.items()}
+        # An app placed anew while GPUs it held before are in their grace period holds more
+        # than its gang: the policy sees the gang it keeps (the GPUs held longest from now);
+        # the others end with their grace as planned. Shown all, every decision that keeps
+        # them would exceed the gang and be rejected, and the policy would stop deciding.
+        held = {a: self._within_gang(a, g, now) for a, g in held.items()}
         jobs = tuple(self._job_view(a, now, held[a]) for a in order)
         # GPUs still leased to apps without a session look free to the policy; a grant of one
         # starts when that lease ends (plan_leases), so no GPU is ever in two live leases.

@@ -68,6 +68,8 @@ class AppSessions:
         self.sessions: dict[str, Session] = {}
         self.rho_reports: dict[str, float] = {}
         self.progress: dict[str, Progress] = {}
+        # when each app was last heard from: registration, session, heartbeat, report
+        self.heard: dict[str, float] = {a.app_id: a.registered_at for a in self.apps.values()}
 
     # ------------------------------------------------------------------ authentication
 
@@ -100,6 +102,7 @@ class AppSessions:
         self.journal.put_app(record)
         self.apps[record.app_id] = record
         self._by_token[record.token_hash] = record.app_id
+        self.heard[record.app_id] = record.registered_at
 
     def remove(self, app_id: str) -> AppRecord | None:
         """Forget ``app_id``: close its session, drop its record, token and reports."""
@@ -112,11 +115,21 @@ class AppSessions:
             self.journal.remove_app(app_id)
         self.rho_reports.pop(app_id, None)
         self.progress.pop(app_id, None)
+        self.heard.pop(app_id, None)
         return record
 
     def members(self) -> list[str]:
         """Registered apps with an open session, sorted."""
         return sorted(a for a in self.sessions if a in self.apps)
+
+    def active(self, now: float, timeout: float) -> list[str]:
+        """Registered apps with an open session or heard from within ``timeout`` (one that
+        registered and has not connected yet, or is reconnecting, still wants GPUs)."""
+        return sorted(
+            a
+            for a in self.apps
+            if a in self.sessions or now - self.heard.get(a, -math.inf) <= timeout
+        )
 
     # ------------------------------------------------------------------ sessions
 
@@ -130,6 +143,7 @@ class AppSessions:
             old.outbox.put(CLOSE)
         session = Session(outbox if outbox is not None else queue.Queue(), now)
         self.sessions[app_id] = session
+        self.heard[app_id] = now
         for message in resend:
             session.outbox.put(message)
         return session.outbox
@@ -142,6 +156,8 @@ class AppSessions:
     def heartbeat(self, app_id: str, now: float) -> None:
         if app_id in self.sessions:
             self.sessions[app_id].last_seen = now
+        if app_id in self.apps:
+            self.heard[app_id] = now
 
     def send(self, app_id: str, message: object) -> None:
         """Put ``message`` on ``app_id``'s stream, if it has one open."""

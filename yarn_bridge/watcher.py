@@ -235,14 +235,14 @@ class Watcher:
         bindings = {k: getattr(r, "yarn_app_id", "") for k, r in records.items()}
         forged = sorted(
             y for y, a in apps.items()
-            if a.arbiter_id and bindings.get(a.arbiter_id, "") not in ("", y)
+            if a.arbiter_id and a.arbiter_id in bindings and bindings[a.arbiter_id] != y
         )  # fmt: skip
         for yid in forged:
             if yid not in self._forged:
                 self._forged.add(yid)
                 log.warning("YARN app %s carries the tag of arbiter app %s, which is bound to %s: "
                             "ignored", yid, apps[yid].arbiter_id,
-                            bindings[apps[yid].arbiter_id or ""])  # fmt: skip
+                            bindings[apps[yid].arbiter_id or ""] or "no YARN app")  # fmt: skip
         apps = bound(apps, bindings)
         registered = frozenset(records)
         linked = {a.arbiter_id for a in apps.values() if a.kind == ML and a.live}

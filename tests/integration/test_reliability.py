@@ -1,0 +1,222 @@
+"""Faults and attacks on the arbiter over its real interface (gRPC on a real socket, the RM
+emulator over HTTP, a real SQLite journal): each test reproduces one way the arbiter was
+attacked or an operator was unlucky, and asserts what must hold.
+
+The README's "Faults and attacks" table lists each with what happens.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from support import Clock
+from support.api import ADMIN, SMALL, Api, md, serve, wait_held
+
+from arbiter.auction import Bid
+from arbiter.cluster import load_cluster
+from arbiter.core import ArbiterCore
+from arbiter.journal import AppRecord, SQLiteJournal, hash_token, new_token
+from arbiter.policies.base import Decision, Policy, Snapshot
+from arbiter.rounds import ArbiterState, Lease
+from arbiter.server import RunningArbiter
+from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from yarn_bridge.bridge_cli import Bridge, initial_cluster
+from yarn_bridge.emulator import RMEmulator
+from yarn_bridge.env import ML_APP_TAG
+from yarn_bridge.rm_events import arbiter_app_tag
+
+FAST = {"timeout": 1.0, "deadline": 2.0, "backoff": 0.02, "max_backoff": 0.1}
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def arb(tmp_path: Path, clock: Clock) -> Iterator[RunningArbiter]:
+    a = serve(tmp_path / "journal.db", clock)
+    yield a
+    a.stop(0)
+
+
+@pytest.fixture
+def api(arb: RunningArbiter) -> Iterator[Api]:
+    client = Api(arb.port)
+    yield client
+    client.close()
+
+
+def code(call, *args) -> grpc.StatusCode:
+    """The status code ``call(*args)`` fails with (the test fails if it succeeds)."""
+    with pytest.raises(grpc.RpcError) as exc:
+        call(*args)
+    return exc.value.code()
+
+
+def app_ids(api: Api) -> set[str]:
+    return {
+        a.app_id for a in api.admin.ListApps(pb.ListAppsRequest(), metadata=md(admin=ADMIN)).apps
+    }
+
+
+# -- 1. a forged YARN tag ------------------------------------------------------------------------
+
+
+def test_a_forged_yarn_tag_ends_no_app(tmp_path: Path, clock: Clock) -> None:
+    """A YARN app tagged with another arbiter app's id that finishes must not finish that app:
+    neither an app registered without a YARN application (a standalone AM) nor one bound to
+    its own (test_yarn_bridge shows a bound app's own YARN application ending it)."""
+    with RMEmulator(nodes=2, gpus_per_node=2, manual_clock=True, start_seconds=1,
+                    app_seconds=60) as emu:  # fmt: skip
+        a = serve(tmp_path / "journal.db", clock, initial_cluster(emu.url, rm_options=FAST))
+        api = Api(a.port)
+        try:
+            real = emu.add_app(name="trainer", queue="ml", gpus=1, seconds=600,
+                               tags=(ML_APP_TAG,))  # fmt: skip
+            standalone, stok = api.register(2)
+            bound_app, _ = api.register(1, yarn_application_id=real)
+            session = api.session(standalone, stok)
+            wait_held(api, standalone, 2, clock.t)
+            for victim in (standalone, bound_app):
+                emu.add_app(name="forged", queue="default", gpus=0, seconds=3,
+                            tags=(ML_APP_TAG, arbiter_app_tag(victim)))  # fmt: skip
+            bridge = Bridge(a.core, emu.url, poll_s=0.05, rm_options=FAST, slack_s=2.0)
+            assert bridge.tick()
+            emu.advance(10)  # the forged apps finish
+            for _ in range(4):
+                assert bridge.tick()
+            assert {standalone, bound_app} <= app_ids(api)
+            assert len(wait_held(api, standalone, 2, clock.t)) == 2
+            bridge.stop()
+            session.close()
+        finally:
+            api.close()
+            a.stop(0)
+
+
+# -- 2. RenewLease after a drain, and stacking --------------------------------------------------
+
+
+def test_renew_neither_undoes_a_drain_nor_stacks(api: Api, clock: Clock) -> None:
+    app, tok = api.register(2)
+    s = api.session(app, tok)
+    held = wait_held(api, app, 2, clock.t)
+    machine = sorted(held)[0].split("/")[0]
+    api.drain(machine, 5.0)
+    clock.t += 1
+    for x in api.leases(app):
+        on_drained = any(g.startswith(machine + "/") for g in x.gpu_ids)
+        if on_drained:
+            for _ in range(3):
+                assert code(api.renew, tok, x.lease_id) == grpc.StatusCode.FAILED_PRECONDITION
+    clock.t += 10  # past the grace: the app is placed anew, off the drained machine
+    held = wait_held(api, app, 2, clock.t)
+    assert not any(g.startswith(machine + "/") for g in held)
+    live = [x for x in api.leases(app) if x.end_unix_s > clock.t]
+    lease_id = live[0].lease_id
+    for _ in range(50):
+        lease = api.renew(tok, lease_id)
+        lease_id = lease.lease_id
+        # a renewal gives one lease length from now, never more
+        assert lease.end_unix_s <= clock.t + 60 + 1e-6
+    s.close()
+
+
+def test_renew_is_refused_while_a_registered_app_waits(api: Api, clock: Clock) -> None:
+    """The "nobody waiting" check counts registered apps still within their heartbeat timeout,
+    not only those whose session happens to be open (one reconnecting is still waiting)."""
+    a, atok = api.register(4)
+    s = api.session(a, atok)
+    wait_held(api, a, 4, clock.t)
+    api.register(1)  # waits: registered, not yet connected
+    lease = api.leases(a)[0]
+    assert code(api.renew, atok, lease.lease_id) == grpc.StatusCode.FAILED_PRECONDITION
+    s.close()
+
+
+# -- 3. an app finished while its round is solved ------------------------------------------------
+
+
+class _Gate:
+    """A decider that waits for the test before deciding (the solve outside the lock)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def __call__(self, policy: Policy, snapshot: Snapshot) -> Decision:
+        self.entered.set()
+        assert self.go.wait(30)
+        return policy.decide(snapshot)
+
+
+def test_an_app_finished_during_a_solve_leaves_a_journal_that_loads(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from arbiter.config import load_config
+
+    gate = _Gate()
+    config = load_config(environ={"ARBITER_POLICY": "themis",
+                                  "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0",
+                                  "ARBITER_AUCTION_WORKER_PROCESS": "false"})  # fmt: skip
+    path = tmp_path / "journal.db"
+    core = ArbiterCore(SMALL, config, SQLiteJournal(path), admin_token=ADMIN, clock=clock,
+                       decider=gate)  # fmt: skip
+    a, _ = core.register_app(app_name="a", user="u", queue_name="q", max_gpu_demand=4)
+    inbox = core.open_session(a)
+    core.tick()  # call for bids
+    offer = inbox.get_nowait()
+    gpus = frozenset(sorted(g for g in offer.gpus))
+    core.submit_bid(a, offer.round, Bid(a, {frozenset(): float("inf"), gpus: 1.0}))
+    solving = threading.Thread(target=core.tick)
+    solving.start()
+    assert gate.entered.wait(30)
+    core.finish_app(a, "killed while its round was solved")
+    gate.go.set()
+    solving.join(30)
+    assert core.state.leases == ()
+    core.journal.close()
+    again = SQLiteJournal(path)
+    recovered = again.load(SMALL.gpu_ids)
+    assert recovered.state.leases == () and a not in recovered.apps
+    again.close()
+
+
+# -- 4. an app over its gang in its grace period ------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["fifo", "las", "tiresias"])
+def test_an_app_in_grace_over_its_gang_freezes_no_policy(
+    tmp_path: Path, clock: Clock, policy: str
+) -> None:
+    """An app of gang 4 that was placed anew on four GPUs while three it held before are in
+    their grace period holds 7 > 4 (a release followed by a consolidating placement gets
+    there): the policy must go on deciding, and a 1-GPU app gets a GPU that is free."""
+    cluster = load_cluster("nodes:3:4")
+    path = tmp_path / "journal.db"
+    journal = SQLiteJournal(path)
+    big_token, small_token = new_token(), new_token()
+    journal.put_app(AppRecord("app-big", hash_token(big_token), "big", "u", "q", 4))
+    journal.put_app(AppRecord("app-small", hash_token(small_token), "small", "u", "q", 1, (), 1.0))
+    n0 = sorted(g for g in cluster.gpu_ids if g.startswith("node-000"))
+    n1 = frozenset(g for g in cluster.gpu_ids if g.startswith("node-001"))
+    in_grace = Lease("app-big", frozenset(n0[1:]), clock.t - 10, clock.t + 50, 1)
+    anew = Lease("app-big", n1, clock.t - 1, clock.t + 60, 2)
+    journal.commit_round(ArbiterState(cluster.gpu_ids, (in_grace, anew), 2))
+    journal.close()
+    a = serve(path, clock, cluster, arbiter_policy=policy, arbiter_revocation_grace_seconds=60)
+    api = Api(a.port)
+    try:
+        s = api.session("app-big", big_token)
+        s2 = api.session("app-small", small_token)
+        wait_held(api, "app-small", 1, clock.t)
+        s.close()
+        s2.close()
+    finally:
+        api.close()
+        a.stop(0)
