@@ -97,7 +97,7 @@ class ArbiterCore:
         for key, value in snap.knobs.items():
             self.config = self.config.with_value(key, value, source="journal")
         self.sessions = AppSessions(snap.apps, journal, admin_token=admin_token)
-        self.book = LeaseBook(snap.state, journal, now=clock())
+        self.book = LeaseBook(snap.state, journal, now=clock(), drained=snap.drained)
         self.shares = ShareHub(self._declared_capacity, service_token=service_token)
         self._submit_hash = hash_token(submit_token) if submit_token else None
         self.scheduler = SchedulerLoop(self.sessions, self.book)

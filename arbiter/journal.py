@@ -46,7 +46,14 @@ __all__ = [
     "token_matches",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# Upgrades of a journal written by an earlier release: version k -> the SQL taking it to k + 1
+# (applied by SQLiteStore in one transaction with the new version stamp).
+MIGRATIONS = {
+    # 2: drained machines are journaled (they were kept in memory only, and forgotten on restart)
+    1: "CREATE TABLE IF NOT EXISTS drains (machine TEXT PRIMARY KEY);",
+}
 
 
 class JournalCorrupt(RuntimeError):
@@ -90,6 +97,7 @@ class Recovered:
     apps: Mapping[str, AppRecord]
     state: ArbiterState
     knobs: Mapping[str, str] = field(default_factory=dict)
+    drained: frozenset[str] = frozenset()  # machines drained by an admin or the RM
 
 
 class Journal(Protocol):
@@ -99,7 +107,13 @@ class Journal(Protocol):
 
     def remove_app(self, app_id: str) -> None: ...
 
-    def commit_round(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None: ...
+    def commit_round(
+        self,
+        state: ArbiterState,
+        bids: Iterable[Bid] = (),
+        *,
+        drained: Iterable[str] | None = None,
+    ) -> None: ...
 
     def put_knob(self, key: str, value: str) -> None: ...
 
@@ -143,6 +157,7 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TABLE IF NOT EXISTS bids (
     app_id TEXT PRIMARY KEY, round INTEGER NOT NULL, rows TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS knobs (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS drains (machine TEXT PRIMARY KEY);
 """
 
 
@@ -162,6 +177,7 @@ class SQLiteJournal:
             foreign_keys=True,
             label="journal",
             corrupt=JournalCorrupt,
+            migrations=MIGRATIONS,
         )
         self._db = self._store.db
         try:
@@ -184,6 +200,8 @@ class SQLiteJournal:
                 db.execute(
                     "INSERT INTO meta VALUES ('schema', ?), ('round', '0')", (str(SCHEMA_VERSION),)
                 )
+            elif int(row[0]) < SCHEMA_VERSION and self._store.migrated_from is not None:
+                db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
             elif int(row[0]) != SCHEMA_VERSION:
                 raise JournalCorrupt(
                     f"journal {self.path} has schema {row[0]}, this build reads {SCHEMA_VERSION}"
@@ -218,13 +236,23 @@ class SQLiteJournal:
             db.execute("DELETE FROM bids WHERE app_id=?", (app_id,))
             db.execute("DELETE FROM apps WHERE app_id=?", (app_id,))
 
-    def commit_round(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None:
-        """Make ``state``'s leases and round counter (and the round's bids) durable, atomically.
+    def commit_round(
+        self,
+        state: ArbiterState,
+        bids: Iterable[Bid] = (),
+        *,
+        drained: Iterable[str] | None = None,
+    ) -> None:
+        """Make ``state``'s leases and round counter (and the round's bids, and the drained
+        machines when given) durable, atomically.
 
         Checks the invariant first: a state with a GPU in two live leases is never written.
         """
         check_invariants(state)
         with self._tx() as db:
+            if drained is not None:
+                db.execute("DELETE FROM drains")
+                db.executemany("INSERT INTO drains VALUES (?)", [(m,) for m in sorted(drained)])
             db.execute("DELETE FROM leases")
             db.executemany(
                 "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -276,6 +304,7 @@ class SQLiteJournal:
         }
         rnd = int(db.execute("SELECT value FROM meta WHERE key='round'").fetchone()[0])
         knobs = dict(db.execute("SELECT key, value FROM knobs ORDER BY key").fetchall())
+        drained = frozenset(r[0] for r in db.execute("SELECT machine FROM drains"))
         if trim_unknown:
             trimmed = tuple(
                 replace(x, gpus=x.gpus & gpus) if not x.gpus <= gpus else x for x in leases
@@ -291,7 +320,7 @@ class SQLiteJournal:
         orphans = sorted({lease.app_id for lease in leases} - set(apps))
         if orphans:
             raise JournalCorrupt(f"journal {self.path}: leases of unknown apps {orphans}")
-        return Recovered(MappingProxyType(apps), state, MappingProxyType(knobs))
+        return Recovered(MappingProxyType(apps), state, MappingProxyType(knobs), drained)
 
     def close(self) -> None:
         self._store.close()

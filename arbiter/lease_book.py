@@ -34,10 +34,17 @@ def _service(lease: Lease, since: float, now: float) -> float:
 class LeaseBook:
     """The journaled :class:`~arbiter.rounds.ArbiterState` and what is derived from it."""
 
-    def __init__(self, state: ArbiterState, journal: Journal, *, now: float) -> None:
+    def __init__(
+        self,
+        state: ArbiterState,
+        journal: Journal,
+        *,
+        now: float,
+        drained: Iterable[str] = (),
+    ) -> None:
         self.state = state
         self.journal = journal
-        self.drained: set[str] = set()  # machine names no longer offered
+        self.drained: set[str] = set(drained)  # machine names no longer offered (journaled)
         self.first_freed_at: float | None = None  # GPUs pooled since (offer batch window)
         self.attained: dict[str, float] = {}  # GPU-seconds received per app (see _accrue)
         self.first_start: dict[str, float] = {}
@@ -47,13 +54,25 @@ class LeaseBook:
 
     # ------------------------------------------------------------------ the one write path
 
-    def commit(self, state: ArbiterState, bids: Iterable[Bid] = (), *, now: float) -> None:
-        """Check ``state``'s invariants, journal it (with the round's ``bids``), serve it."""
+    def commit(
+        self,
+        state: ArbiterState,
+        bids: Iterable[Bid] = (),
+        *,
+        now: float,
+        drained: Iterable[str] | None = None,
+    ) -> None:
+        """Check ``state``'s invariants, journal it (with the round's ``bids`` and, when
+        given, the ``drained`` machines), serve it. Nothing in memory changes unless the
+        journal took it (a full disk raises and leaves the book as it was)."""
         check_invariants(state)
-        self.journal.commit_round(state, bids)
+        drained = None if drained is None else set(drained)
+        self.journal.commit_round(state, bids, drained=drained)
         if state.leases is not self.state.leases:
             self._accrue(now)
         self.state = state
+        if drained is not None:
+            self.drained = drained
 
     def mark_freed(self, now: float) -> None:
         if self.first_freed_at is None:
@@ -192,7 +211,6 @@ class LeaseBook:
     ) -> list[Revocation]:
         """Stop offering ``machine``; the part of each lease on it ends after ``grace``
         seconds. Returns the revocations to send (their ``lease`` is the cut part)."""
-        self.drained.add(machine)
         revoked: list[Revocation] = []
         leases: list[Lease] = []
         for lease in self.state.leases:
@@ -208,7 +226,9 @@ class LeaseBook:
                     leases.append(rest)
             else:
                 leases.append(lease)
-        self.commit(replace(self.state, leases=tuple(leases)), now=now)
+        self.commit(
+            replace(self.state, leases=tuple(leases)), now=now, drained=self.drained | {machine}
+        )
         return revoked
 
     def resize(self, cluster: Cluster, removed: frozenset[str], now: float) -> list[Revocation]:
@@ -226,6 +246,9 @@ class LeaseBook:
             revoked.append(Revocation(cut, 0.0, "node lost", lease, rest))
             if rest is not None:
                 leases.append(rest)
-        self.drained &= {m.name for m in cluster.machines}
-        self.commit(replace(self.state, gpus=cluster.gpu_ids, leases=tuple(leases)), now=now)
+        self.commit(
+            replace(self.state, gpus=cluster.gpu_ids, leases=tuple(leases)),
+            now=now,
+            drained=self.drained & {m.name for m in cluster.machines},
+        )
         return revoked

@@ -220,3 +220,73 @@ def test_an_app_in_grace_over_its_gang_freezes_no_policy(
     finally:
         api.close()
         a.stop(0)
+
+
+# -- 5. drains across a restart -----------------------------------------------------------------
+
+
+def test_a_drain_survives_a_restart(tmp_path: Path, clock: Clock) -> None:
+    path = tmp_path / "journal.db"
+    a = serve(path, clock)
+    api = Api(a.port)
+    api.drain("node-000", 0.0)
+    assert list(api.state().drained_machines) == ["node-000"]
+    api.close()
+    a.stop(0)
+    a = serve(path, clock)
+    api = Api(a.port)
+    try:
+        assert list(api.state().drained_machines) == ["node-000"]
+        app, tok = api.register(2)
+        s = api.session(app, tok)
+        held = wait_held(api, app, 2, clock.t)  # only node-001's two GPUs are offered
+        assert all(g.startswith("node-001/") for g in held)
+        s.close()
+    finally:
+        api.close()
+        a.stop(0)
+
+
+# -- the journal written by the previous release ---------------------------------------------
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_a_journal_of_the_previous_release_opens_after_the_upgrade(tmp_path: Path) -> None:
+    """``tests/data/journal-v1.db`` was written by the release before schema 2 (commit 9ea41a1,
+    by ``tests/data/make_journal_v1.py``); it opens, upgraded in place, with everything in it."""
+    import shutil
+    import sqlite3
+
+    from arbiter.journal import SCHEMA_VERSION
+
+    path = tmp_path / "journal.db"
+    shutil.copy(DATA / "journal-v1.db", path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+    journal = SQLiteJournal(path)
+    got = journal.load(SMALL.gpu_ids)
+    assert sorted(got.apps) == ["app-000000000001", "app-000000000002"]
+    assert got.apps["app-000000000001"].yarn_app_id == "application_1_0001"
+    assert got.apps["app-000000000001"].jobs == ({"job_id": "j1", "gang_size": 2},)
+    assert sorted((x.app_id, x.end) for x in got.state.leases) == [
+        ("app-000000000001", 1600.0),
+        ("app-000000000002", 1601.0),
+    ]
+    assert got.state.round == 1 and set(got.state.last_bids) == {"app-000000000001"}
+    assert dict(got.knobs) == {"arbiter.lease.seconds": "600"} and got.drained == frozenset()
+    journal.commit_round(got.state, drained={"node-001"})  # the new table is there and used
+    journal.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == ("2",)
+    again = SQLiteJournal(path)  # opens again without a migration
+    assert again.load(SMALL.gpu_ids).drained == frozenset({"node-001"})
+    again.close()
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    from arbiter.journal import JournalCorrupt
+
+    with pytest.raises(JournalCorrupt, match="schema version 3"):
+        SQLiteJournal(path)  # a newer release's journal is refused, untouched
