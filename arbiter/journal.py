@@ -279,6 +279,14 @@ class SQLiteJournal:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO knobs VALUES (?, ?)", (key, value))
 
+    def probe(self) -> None:
+        """Commit a write that needs new pages (and undo it): raises
+        :class:`~arbiter.sqlite_store.StoreError` while the disk is full or read-only."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('probe', hex(randomblob(4096)))")
+        with self._tx() as db:
+            db.execute("DELETE FROM meta WHERE key='probe'")
+
     # -- reads -------------------------------------------------------------------------
 
     def load(self, gpus: frozenset[str], *, trim_unknown: bool = False) -> Recovered:

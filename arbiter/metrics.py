@@ -138,8 +138,10 @@ class MetricsServer:
                         log.exception("rendering metrics failed")
                         body, status = f"metrics failed: {exc}\n".encode(), 500
                         ctype = "text/plain; charset=utf-8"
-                elif path == "/healthz":
-                    body, status, ctype = b"ok\n", 200, "text/plain; charset=utf-8"
+                elif path == "/healthz":  # 503 while the journal cannot commit
+                    error = core.journal_error
+                    body = b"ok\n" if error is None else f"journal: {error}\n".encode()
+                    status, ctype = (200 if error is None else 503), "text/plain; charset=utf-8"
                 else:
                     body, status = b"not found: try /metrics or /healthz\n", 404
                     ctype = "text/plain; charset=utf-8"

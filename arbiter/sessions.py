@@ -64,7 +64,7 @@ class AppSessions:
         self.journal = journal
         self.apps: dict[str, AppRecord] = dict(apps)
         self._by_token: dict[str, str] = {a.token_hash: a.app_id for a in self.apps.values()}
-        self._admin_hash = hash_token(admin_token)
+        self.admin_hash = hash_token(admin_token)
         self.sessions: dict[str, Session] = {}
         self.rho_reports: dict[str, float] = {}
         self.progress: dict[str, Progress] = {}
@@ -92,7 +92,7 @@ class AppSessions:
     def authorize_admin(self, token: str | None) -> None:
         if not token:
             raise RequestError(Code.UNAUTHENTICATED, "missing x-admin-token metadata")
-        if not token_matches(token, self._admin_hash):
+        if not token_matches(token, self.admin_hash):
             raise RequestError(Code.PERMISSION_DENIED, "wrong admin token")
 
     # ------------------------------------------------------------------ apps
@@ -106,13 +106,14 @@ class AppSessions:
 
     def remove(self, app_id: str) -> AppRecord | None:
         """Forget ``app_id``: close its session, drop its record, token and reports."""
+        if app_id in self.apps:
+            self.journal.remove_app(app_id)  # first: a journal that fails changes nothing
         session = self.sessions.pop(app_id, None)
         if session is not None:
             session.outbox.put(CLOSE)
         record = self.apps.pop(app_id, None)
         if record is not None:
             self._by_token.pop(record.token_hash, None)
-            self.journal.remove_app(app_id)
         self.rho_reports.pop(app_id, None)
         self.progress.pop(app_id, None)
         self.heard.pop(app_id, None)

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 from support import Clock
-from support.api import ADMIN, SMALL, Api, md, serve, wait_held
+from support.api import ADMIN, SERVICE, SMALL, SUBMIT, Api, md, serve, wait_held
 
 from arbiter.auction import Bid
 from arbiter.cluster import load_cluster
@@ -24,6 +24,7 @@ from arbiter.policies.base import Decision, Policy, Snapshot
 from arbiter.rounds import ArbiterState, Lease
 from arbiter.server import RunningArbiter
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 from yarn_bridge.bridge_cli import Bridge, initial_cluster
 from yarn_bridge.emulator import RMEmulator
 from yarn_bridge.env import ML_APP_TAG
@@ -290,3 +291,130 @@ def test_a_journal_of_the_previous_release_opens_after_the_upgrade(tmp_path: Pat
 
     with pytest.raises(JournalCorrupt, match="schema version 3"):
         SQLiteJournal(path)  # a newer release's journal is refused, untouched
+
+
+# -- 6. admission: credentials, quotas, expiry, loopback ------------------------------------------
+
+
+def _register_code(api: Api, **kwargs: object) -> grpc.StatusCode | None:
+    try:
+        api.register(1, **kwargs)  # type: ignore[arg-type]
+    except grpc.RpcError as err:
+        return err.code()
+    return None
+
+
+def test_grpc_listens_on_loopback_by_default(tmp_path: Path) -> None:
+    """Not on every interface: the IPv6 loopback is another address than 127.0.0.1, and a
+    server on [::] answered on it."""
+    from arbiter.config import load_config
+
+    env = {"ARBITER_GRPC_PORT": "0", "ARBITER_JOURNAL_PATH": str(tmp_path / "j.db")}
+    a = RunningArbiter(SMALL, load_config(environ=env), admin_token=ADMIN).start()
+    try:
+        assert a.core.config["arbiter.grpc.bind-host"] == "127.0.0.1"
+        ok = Api(a.port)
+        assert len(ok.state().gpus) == SMALL.num_gpus
+        ok.close()
+        with grpc.insecure_channel(f"[::1]:{a.port}") as other:
+            stub = rpc.AdminStub(other)
+            with pytest.raises(grpc.RpcError) as err:
+                stub.GetClusterState(pb.ClusterStateRequest(), metadata=md(admin=ADMIN), timeout=5)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        a.stop(0)
+
+
+def test_a_port_open_to_other_hosts_asks_every_registration_for_a_credential(
+    tmp_path: Path, clock: Clock
+) -> None:
+    a = serve(tmp_path / "j.db", clock, arbiter_grpc_bind_host="0.0.0.0")
+    api = Api(a.port)
+    try:
+        assert _register_code(api, token=None) == grpc.StatusCode.UNAUTHENTICATED  # anonymous
+        assert _register_code(api, token="forged") == grpc.StatusCode.UNAUTHENTICATED
+        assert _register_code(api) is None  # the submitters' credential
+        reply = api.am.RegisterApp(pb.RegisterAppRequest(app_name="x", max_gpu_demand=1),
+                                   metadata=md(admin=ADMIN))  # fmt: skip
+        assert reply.app_id  # the admin credential, always
+        with pytest.raises(grpc.RpcError) as err:
+            api.share.RegisterQuery(pb.RegisterQueryRequest(query_name="q"))
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        via = api.share.RegisterQuery(pb.RegisterQueryRequest(query_name="q", user="ann"),
+                                      metadata=md(service=SERVICE))  # fmt: skip
+        assert a.core.queries[via.job_id].via_service
+        assert len(app_ids(api)) == 2 and len(a.core.queries) == 1  # the refused left nothing
+    finally:
+        api.close()
+        a.stop(0)
+
+
+@pytest.mark.parametrize(("mode", "anonymous_ok"), [("never", False), ("always", True)])
+def test_anonymous_registration_setting(
+    tmp_path: Path, clock: Clock, mode: str, anonymous_ok: bool
+) -> None:
+    a = serve(tmp_path / "j.db", clock, arbiter_admission_anonymous=mode,
+              arbiter_grpc_bind_host="0.0.0.0" if anonymous_ok else "127.0.0.1")  # fmt: skip
+    api = Api(a.port)
+    try:
+        got = _register_code(api, token=None)
+        assert got == (None if anonymous_ok else grpc.StatusCode.UNAUTHENTICATED)
+    finally:
+        api.close()
+        a.stop(0)
+
+
+def test_registration_quotas_and_sizes(tmp_path: Path, clock: Clock) -> None:
+    """The audit's 0.84 MB RegisterApp and unbounded apps per user are refused, and what is
+    refused is neither kept nor journaled."""
+    path = tmp_path / "j.db"
+    a = serve(path, clock, arbiter_admission_max_apps_per_user=2,
+              arbiter_admission_max_queries_per_user=2)  # fmt: skip
+    api = Api(a.port)
+    try:
+        big = [pb.JobSpec(job_id="j" * 200, gang_size=1) for _ in range(4000)]  # ~0.84 MB
+        with pytest.raises(grpc.RpcError) as err:
+            api.am.RegisterApp(pb.RegisterAppRequest(app_name="x", max_gpu_demand=1, jobs=big),
+                               metadata=md(submit=SUBMIT))  # fmt: skip
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "limit" in (err.value.details() or "")
+        assert _register_code(api) is None and _register_code(api) is None
+        assert _register_code(api) == grpc.StatusCode.RESOURCE_EXHAUSTED  # 3rd of user "u"
+        assert _register_code(api, user="v") is None  # another user's first
+        for k in range(3):
+            try:
+                api.share.RegisterQuery(pb.RegisterQueryRequest(query_name="q", user="w"),
+                                        metadata=md(submit=SUBMIT))  # fmt: skip
+            except grpc.RpcError as e:
+                assert k == 2 and e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert len(a.core.queries) == 2
+    finally:
+        api.close()
+        a.stop(0)
+    again = SQLiteJournal(path)
+    assert len(again.load(SMALL.gpu_ids).apps) == 3  # only the admitted ones were journaled
+    again.close()
+
+
+def test_an_abandoned_query_expires(tmp_path: Path, clock: Clock) -> None:
+    """A query that registered and never listened (or stopped listening) leaves |J| after
+    arbiter.query.idle-expiry.seconds: every real query's share comes back."""
+    a = serve(tmp_path / "j.db", clock, arbiter_query_idle_expiry_seconds=60)
+    api = Api(a.port)
+    try:
+        real = api.share.RegisterQuery(pb.RegisterQueryRequest(query_name="real"),
+                                       metadata=md(submit=SUBMIT))  # fmt: skip
+        stream = api.share.SubscribeShare(pb.SubscribeShareRequest(job_id=real.job_id),
+                                          metadata=md(app=real.job_token), timeout=60)  # fmt: skip
+        assert next(stream).active_jobs == 1
+        for _ in range(3):  # abandoned: registered, never subscribed
+            api.share.RegisterQuery(pb.RegisterQueryRequest(query_name="ghost"),
+                                    metadata=md(submit=SUBMIT))  # fmt: skip
+        assert [next(stream).active_jobs for _ in range(3)] == [2, 3, 4]
+        clock.t += 61
+        assert [next(stream).active_jobs for _ in range(3)] == [3, 2, 1]
+        assert list(a.core.queries) == [real.job_id]  # the listening query stays
+        stream.cancel()
+    finally:
+        api.close()
+        a.stop(0)

@@ -88,11 +88,14 @@ class Api:
         self.channel.close()
 
     def register(
-        self, demand: int = 1, *, token: str = SUBMIT, **fields: object
+        self, demand: int = 1, *, token: str | None = SUBMIT, **fields: object
     ) -> tuple[str, str]:
+        """RegisterApp with the submitters' credential (``token=None``: anonymous)."""
         reply = self.am.RegisterApp(
-            pb.RegisterAppRequest(app_name="ml", user="u", max_gpu_demand=demand, **fields),
-            metadata=md(submit=token),
+            pb.RegisterAppRequest(
+                **{"app_name": "ml", "user": "u", "max_gpu_demand": demand, **fields}
+            ),
+            metadata=md(submit=token) if token is not None else None,
             timeout=10,
         )
         return reply.app_id, reply.app_token
