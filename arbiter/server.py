@@ -38,6 +38,7 @@ __all__ = [
     "admin_token_for",
     "serve_forever",
     "service_token_for",
+    "submit_token_for",
 ]
 
 log = logging.getLogger("yarn_arbiter.server")
@@ -78,6 +79,13 @@ def token_file_for(config: Config, key: str, suffix: str) -> tuple[str, Path]:
 def admin_token_for(config: Config) -> tuple[str, Path]:
     """The admin token and the file it lives in (created 0600 if missing)."""
     return token_file_for(config, "arbiter.admin.token-file", "admin-token")
+
+
+def submit_token_for(config: Config) -> tuple[str, Path]:
+    """The credential submitters register apps with (``x-submit-token``; ``yarn-arbiter submit
+    --submit-token-file``) and its file (created 0600 if missing); see
+    :mod:`arbiter.admission`."""
+    return token_file_for(config, "arbiter.admission.submit-token-file", "submit-token")
 
 
 def service_token_for(config: Config) -> tuple[str, Path]:
@@ -208,6 +216,7 @@ def serve_forever(
         signal.signal(sig, lambda *_: done.set())
     token, token_path = admin_token_for(config)
     service_token, service_path = service_token_for(config)
+    submit_token, submit_path = submit_token_for(config)
     decider = ProcessDecider() if config["arbiter.auction.worker-process"] else None
     try:
         arbiter = RunningArbiter(
@@ -215,6 +224,7 @@ def serve_forever(
             config,
             admin_token=token,
             service_token=service_token,
+            submit_token=submit_token,
             decider=decider,
             topology_from_rm=topology_from_rm,
         ).start()
@@ -230,13 +240,14 @@ def serve_forever(
         raise
     log.info(
         "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s; "
-        "query-service token in %s%s",
+        "query-service token in %s; submitters' token in %s%s",
         cluster.name,
         cluster.num_gpus,
         arbiter.port,
         config["arbiter.journal.path"],
         token_path,
         service_path,
+        submit_path,
         "".join(f"; {description}" for description, _ in attach),
     )
     print(

@@ -427,9 +427,11 @@ async def build_server(core: ArbiterCore) -> tuple[grpc.aio.Server, int]:
     await set_health(core.healthy)
     loop = asyncio.get_running_loop()
     # the core reports a journal that stops (or starts again) committing from any thread
-    core.health_listeners.append(
-        lambda healthy: asyncio.run_coroutine_threadsafe(set_health(healthy), loop)
-    )
+
+    def on_health(healthy: bool) -> None:
+        asyncio.run_coroutine_threadsafe(set_health(healthy), loop)
+
+    core.health_listeners.append(on_health)
     reflection.enable_server_reflection(
         (
             pb.DESCRIPTOR.services_by_name["AppMaster"].full_name,

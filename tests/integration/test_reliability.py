@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from support import Clock
+from support import Clock, wait_for
 from support.api import ADMIN, SERVICE, SMALL, SUBMIT, Api, md, serve, wait_held
 
 from arbiter.auction import Bid
@@ -417,4 +417,154 @@ def test_an_abandoned_query_expires(tmp_path: Path, clock: Clock) -> None:
         stream.cancel()
     finally:
         api.close()
+        a.stop(0)
+
+
+# -- 7. a full or read-only journal volume ------------------------------------------------------
+
+
+@pytest.fixture
+def volume(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs the test fills or makes read-only (a real file system: root cannot write
+    a read-only mount either). Needs mount(8) and the right to mount (root, as CI runs)."""
+    import subprocess
+
+    mnt = tmp_path / "vol"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(path: Path) -> None:
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError:
+        pass
+    try:
+        while True:
+            os.write(fd, b"\0" * 512)
+    except OSError:
+        pass
+    os.close(fd)
+
+
+def _health(a: RunningArbiter) -> int:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
+        reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        return reply.status
+
+
+def _healthz(a: RunningArbiter) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    assert a.metrics is not None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{a.metrics.port}/healthz", timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def _unwritable_journal_is_told_and_changes_nothing(
+    a: RunningArbiter, api: Api, clock: Clock, recover
+) -> None:
+    from grpc_health.v1 import health_pb2
+
+    lease = api.leases()[0]
+    for call in (lambda: api.register(1), lambda: api.drain("node-001", 1.0),
+                 lambda: api.admin.SetKnob(pb.SetKnobRequest(key="arbiter.lease.seconds",
+                                                             value="7"), metadata=md(admin=ADMIN)),
+                 lambda: api.release(TOKENS[lease.app_id], lease.lease_id)):  # fmt: skip
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "journal" in (err.value.details() or "")
+    assert _health(a) == health_pb2.HealthCheckResponse.NOT_SERVING
+    status, body = _healthz(a)
+    assert status == 503 and "journal" in body
+    assert list(api.state().drained_machines) == []  # the failed drain changed nothing
+    assert a.core.config["arbiter.lease.seconds"] == 60.0  # nor the failed SetKnob
+    assert [x.lease_id for x in api.leases()] == [lease.lease_id]  # nor the failed release
+    clock.t += 120  # the lease's term passes while its expiry cannot be journaled
+    assert api.leases() == []
+    recover()
+    wait_for("the journal to commit again", lambda: _health(a) == 1, timeout=30)
+    assert _healthz(a)[0] == 200
+    api.drain("node-001", 1.0)
+    assert list(api.state().drained_machines) == ["node-001"]
+
+
+TOKENS: dict[str, str] = {}
+
+
+def _leased(volume: Path, clock: Clock) -> tuple[RunningArbiter, Api]:
+    a = serve(volume / "journal.db", clock, arbiter_metrics_port=0)
+    api = Api(a.port)
+    app, tok = api.register(2)
+    TOKENS[app] = tok
+    api.session(app, tok)
+    wait_held(api, app, 2, clock.t)
+    return a, api
+
+
+def test_a_full_journal_volume(volume: Path, clock: Clock) -> None:
+    a, api = _leased(volume, clock)
+    try:
+        _fill(volume / "filler")
+        _unwritable_journal_is_told_and_changes_nothing(
+            a, api, clock, recover=lambda: (volume / "filler").unlink()
+        )
+    finally:
+        api.close()
+        a.stop(0)
+
+
+def test_a_read_only_journal(tmp_path: Path, clock: Clock) -> None:
+    """A journal that turns read-only under the running arbiter (SQLite's ``PRAGMA
+    query_only`` on its connection: every write fails as SQLITE_READONLY, as on a volume
+    remounted read-only, which the kernel refuses to do while the file is open for writing)."""
+    a, api = _leased(tmp_path, clock)
+    try:
+        a.journal._db.execute("PRAGMA query_only=ON")
+        _unwritable_journal_is_told_and_changes_nothing(
+            a, api, clock, recover=lambda: a.journal._db.execute("PRAGMA query_only=OFF")
+        )
+    finally:
+        api.close()
+        a.stop(0)
+
+
+# -- 8. calls to methods that do not exist -------------------------------------------------------
+
+
+def test_unknown_methods_add_no_metrics_series(tmp_path: Path, clock: Clock) -> None:
+    import urllib.request
+
+    a = serve(tmp_path / "j.db", clock, arbiter_metrics_port=0)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{a.port}") as ch:
+            for k in range(25):
+                call = ch.unary_unary(f"/yarnarbiter.v1.Admin/Invented{k}")
+                with pytest.raises(grpc.RpcError) as err:
+                    call(b"", timeout=10)
+                assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert a.metrics is not None
+        url = f"http://127.0.0.1:{a.metrics.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            page = r.read().decode()
+        calls = [line for line in page.splitlines() if line.startswith("yarn_arbiter_rpc_calls")]
+        assert not any("Invented" in line for line in calls)
+        assert 'yarn_arbiter_rpc_calls_total{method="unknown"} 25' in calls
+    finally:
         a.stop(0)
