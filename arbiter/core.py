@@ -563,4 +563,4 @@ class ArbiterCore:
                 self.scheduler.undecided(self.clock())
             return
         with self._lock, contextlib.suppress(RequestError), self._writing():
-            self.scheduler.bind(work.round, decision, self.clock())
+            self.scheduler.bind(work.round, decision, self.clock(), self.cluster)

@@ -200,7 +200,9 @@ class SQLiteJournal:
                 db.execute(
                     "INSERT INTO meta VALUES ('schema', ?), ('round', '0')", (str(SCHEMA_VERSION),)
                 )
-            elif int(row[0]) < SCHEMA_VERSION and self._store.migrated_from is not None:
+            elif 1 <= int(row[0]) < SCHEMA_VERSION:  # an earlier release's: upgraded on open
+                for step in range(int(row[0]), SCHEMA_VERSION):  # idempotent DDL, as the store's
+                    db.execute(MIGRATIONS[step])
                 db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
             elif int(row[0]) != SCHEMA_VERSION:
                 raise JournalCorrupt(

@@ -237,9 +237,13 @@ class SchedulerLoop:
                 )
         p.bids[app_id] = bid
 
-    def bind(self, p: PendingRound, decision: Decision, now: float) -> None:
+    def bind(
+        self, p: PendingRound, decision: Decision, now: float, cluster: Cluster | None = None
+    ) -> None:
         """Step 5: commit the decided round's leases if every GPU is still free (else drop the
-        round: its GPUs are offered again) and tell each winner its leases and payment."""
+        round: its GPUs are offered again) and tell each winner its leases and payment. A GPU
+        on a machine drained while the round was decided (``cluster`` says where each GPU is)
+        is not granted: the rest of its lease is."""
         book = self.book
         self.policy_state = decision.policy_state
         outcome = decision.outcome
@@ -250,6 +254,10 @@ class SchedulerLoop:
         # An app that finished (finish_app) while the round was decided gets nothing: its GPUs
         # stay free, and the journal never holds a lease of an app it does not know.
         granted = tuple(x for x in outcome.granted if x.app_id in self.sessions.apps)
+        if cluster is not None and book.drained:
+            off = {g.id for g in cluster.gpus if g.machine in book.drained}
+            kept = (replace(x, gpus=x.gpus - off) for x in granted)
+            granted = tuple(x for x in kept if x.gpus)
         bids = [p.bids[a] for a in outcome.participants if a in self.sessions.apps]
         last_bids = dict(book.state.last_bids)
         last_bids.update((b.app_id, b) for b in bids)

@@ -385,6 +385,18 @@ def _credentials(config: Config) -> grpc.ServerCredentials | None:
         return path.read_bytes()
 
     pair = [(read("arbiter.grpc.tls.key"), read("arbiter.grpc.tls.cert"))]
+    import ssl
+
+    try:  # gRPC reports a key that does not match the certificate only as a failed bind
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(
+            config["arbiter.grpc.tls.cert"], config["arbiter.grpc.tls.key"]
+        )
+    except ssl.SSLError as exc:
+        raise ValueError(
+            f"arbiter.grpc.tls.key {config['arbiter.grpc.tls.key']} does not go with "
+            f"arbiter.grpc.tls.cert {config['arbiter.grpc.tls.cert']} (or either is not PEM): "
+            f"{exc.reason or exc}"
+        ) from None
     if config["arbiter.grpc.tls.client-ca"]:
         return grpc.ssl_server_credentials(
             pair, root_certificates=read("arbiter.grpc.tls.client-ca"), require_client_auth=True
@@ -446,5 +458,10 @@ async def build_server(core: ArbiterCore) -> tuple[grpc.aio.Server, int]:
     host = f"[{host}]" if ":" in host and not host.startswith("[") else host
     address = f"{host}:{core.config['arbiter.grpc.port']}"
     creds = _credentials(core.config)
-    port = server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+    try:
+        port = (
+            server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+        )
+    except RuntimeError as exc:  # gRPC's "Failed to bind": in use, or not an address here
+        raise OSError(f"gRPC cannot listen on {address} (arbiter.grpc.bind-host, --port)") from exc
     return server, port

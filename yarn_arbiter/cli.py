@@ -425,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from arbiter.sqlite_store import StoreError
     from yarn_bridge.rm import RMError
 
     try:
@@ -432,6 +433,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ClusterSpecError, ValueError, FileNotFoundError, RMError) as exc:  # PolicyError too
         print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, StoreError) as exc:  # the environment, not the command line: a port in
+        # use, a journal that cannot be opened or written
+        print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from arbiter.cluster import load_cluster
 from arbiter.core import ArbiterCore
 from arbiter.journal import AppRecord, SQLiteJournal, hash_token, new_token
 from arbiter.policies.base import Decision, Policy, Snapshot
-from arbiter.rounds import ArbiterState, Lease
+from arbiter.rounds import ArbiterState, Lease, LeaseSource
 from arbiter.server import RunningArbiter
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
@@ -291,6 +291,13 @@ def test_a_journal_of_the_previous_release_opens_after_the_upgrade(tmp_path: Pat
 
     with pytest.raises(JournalCorrupt, match="schema version 3"):
         SQLiteJournal(path)  # a newer release's journal is refused, untouched
+    older = tmp_path / "older.db"  # from before user_version: only the meta table says 1
+    shutil.copy(DATA / "journal-v1.db", older)
+    with sqlite3.connect(older) as db:
+        db.execute("PRAGMA user_version=0")
+    journal = SQLiteJournal(older)
+    assert len(journal.load(SMALL.gpu_ids).apps) == 2
+    journal.close()
 
 
 # -- 6. admission: credentials, quotas, expiry, loopback ------------------------------------------
@@ -568,3 +575,192 @@ def test_unknown_methods_add_no_metrics_series(tmp_path: Path, clock: Clock) -> 
         assert 'yarn_arbiter_rpc_calls_total{method="unknown"} 25' in calls
     finally:
         a.stop(0)
+
+
+# -- 9. a drain issued while a round is solved ---------------------------------------------------
+
+
+def test_a_drain_during_a_solve_leases_nothing_on_the_drained_machine(
+    tmp_path: Path, clock: Clock
+) -> None:
+    gate = _Gate()
+    a = serve(tmp_path / "j.db", clock, decider=gate, arbiter_policy="themis",
+              arbiter_lease_seconds=600)  # fmt: skip
+    api = Api(a.port)
+    try:
+        app, tok = api.register(4)
+        s = api.session(app, tok)
+        offer = wait_for("an offer", lambda: _next_offer(s), timeout=30)
+        gpus = [g.id for g in offer.gpus]
+        s.send(pb.AgentMessage(bid=pb.Bid(round=offer.round, rho_old=float("inf"),
+                                          rows=[pb.BidRow(gpu_ids=gpus, rho=1.0)])))  # fmt: skip
+        assert gate.entered.wait(30)  # the round is being solved, outside the lock
+        api.drain("node-000", 0.0)
+        gate.go.set()
+        held = wait_held(api, app, 2, clock.t)
+        assert all(g.startswith("node-001/") for g in held)
+        clock.t += 1
+        assert not [x for x in api.leases() if any(g.startswith("node-000/") for g in x.gpu_ids)]
+        s.close()
+    finally:
+        gate.go.set()
+        api.close()
+        a.stop(0)
+
+
+def _next_offer(s) -> pb.Offer | None:
+    import queue
+
+    try:
+        while True:
+            msg = s.inbox.get(timeout=0.1)
+            if msg.WhichOneof("kind") == "offer":
+                return msg.offer
+    except queue.Empty:
+        return None
+
+
+# -- 10. renewing over another app's reserved leftover -------------------------------------------
+
+
+def test_a_renewal_over_a_reserved_leftover_is_refused_by_name(
+    tmp_path: Path, clock: Clock
+) -> None:
+    path = tmp_path / "journal.db"
+    journal = SQLiteJournal(path)
+    mine, theirs = new_token(), new_token()
+    journal.put_app(AppRecord("app-mine", hash_token(mine), "a", "u", "q", 1))
+    journal.put_app(AppRecord("app-theirs", hash_token(theirs), "b", "u", "q", 1))
+    g = frozenset({"node-000/s0/g0"})
+    now_lease = Lease("app-mine", g, clock.t - 10, clock.t + 20, 1)
+    leftover = Lease("app-theirs", g, clock.t + 20, clock.t + 50, 1, LeaseSource.LEFTOVER)
+    journal.commit_round(ArbiterState(SMALL.gpu_ids, (now_lease, leftover), 1))
+    journal.close()
+    # registered long ago and silent since: nobody waits, so only the reservation refuses
+    a = serve(path, clock, arbiter_policy="themis", arbiter_heartbeat_timeout_seconds=10)
+    api = Api(a.port)
+    try:
+        lid = next(x.lease_id for x in api.leases("app-mine"))
+        with pytest.raises(grpc.RpcError) as err:
+            api.renew(mine, lid)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "reserved for app-theirs" in (err.value.details() or "")
+    finally:
+        api.close()
+        a.stop(0)
+
+
+# -- 11. app names with terminal escapes -------------------------------------------------------
+
+
+def test_admin_apps_prints_names_as_text(
+    api: Api, arb: RunningArbiter, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from yarn_arbiter.cli import main
+
+    api.register(1, app_name="evil\x1b[2J\x1b]0;owned\x07\nfake-app  x  y")
+    token = tmp_path / "admin-token"
+    token.write_text(ADMIN + "\n")
+    assert main(["admin", "--address", f"127.0.0.1:{arb.port}", "--token-file", str(token),
+                 "apps"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert len(out.strip().splitlines()) == 3  # header, rule, one app
+    assert "evil\\x1b[2J" in out
+
+
+# -- 12. qoop-hive and a server that never answers ----------------------------------------------
+
+
+def test_qoop_hive_gives_up_on_a_server_that_accepts_and_never_answers() -> None:
+    import socket
+
+    from hive_hooks.beeline.errors import CliError
+    from hive_hooks.beeline.session import CONNECT_TIMEOUT_S, Session
+    from hive_hooks.jdbc import parse_jdbc_url
+
+    assert CONNECT_TIMEOUT_S <= 60
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)  # accepted by the kernel, never answered
+        url = parse_jdbc_url(f"jdbc:hive2://127.0.0.1:{srv.getsockname()[1]}/default")
+        session = Session(url, user=None, password=None, hiveconf={}, hivevar={},
+                          connect_timeout_s=0.5)  # fmt: skip
+        with pytest.raises(CliError, match="cannot reach HiveServer2"):
+            _ = session.conn
+
+
+# -- 13. the README's emulator command -----------------------------------------------------------
+
+
+def test_the_readmes_emulator_command_runs() -> None:
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    done = subprocess.run(
+        [sys.executable, "-m", "yarn_arbiter.cli", "emulate-rm", "--nodes", "4",
+         "--gpus-per-node", "4", "--port", "0", "--duration", "0.2"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "YARN_ARBITER_RM_URL=http://127.0.0.1:" in done.stdout
+
+
+# -- 14. job specs that no policy can use --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        [pb.JobSpec(job_id="j", gang_size=1, serial_iter_time_s=float("nan"))],
+        [pb.JobSpec(job_id="j", gang_size=99_999)],
+        [pb.JobSpec(job_id="j", max_gpus=99_999)],
+        [pb.JobSpec(job_id="j", serial_iter_time_s=float("inf"))],
+        [pb.JobSpec(job_id=f"j{k}", gang_size=1) for k in range(50_000)],
+    ],
+    ids=["nan", "gang", "max-gpus", "inf", "50000-jobs"],
+)
+def test_bad_job_specs_are_refused_and_not_journaled(
+    arb: RunningArbiter, api: Api, jobs: list[pb.JobSpec]
+) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        api.am.RegisterApp(pb.RegisterAppRequest(app_name="x", max_gpu_demand=1, jobs=jobs),
+                           metadata=md(submit=SUBMIT), timeout=30)  # fmt: skip
+    assert err.value.code() in (grpc.StatusCode.INVALID_ARGUMENT,
+                                grpc.StatusCode.RESOURCE_EXHAUSTED)  # fmt: skip
+    assert app_ids(api) == set()
+    assert arb.journal.load(SMALL.gpu_ids).apps == {}
+
+
+# -- 15. a TLS key that does not match, a bad --checkpoint-db -----------------------------------
+
+
+def test_a_tls_key_of_another_certificate_is_a_clear_usage_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from support import REPO
+    from support.pki import make_pki
+
+    pki = make_pki(tmp_path)
+    env = {"ARBITER_GRPC_TLS_ENABLED": "true", "ARBITER_GRPC_TLS_CERT": str(pki["server.crt"]),
+           "ARBITER_GRPC_TLS_KEY": str(pki["client.key"]), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", "nodes:2:2",
+         "--port", "0", "--journal", str(tmp_path / "j.db")],
+        capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "does not go with arbiter.grpc.tls.cert" in done.stderr
+
+
+def test_a_bad_checkpoint_db_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from hive_hooks.cli import main
+
+    code = main(["-u", "jdbc:hive2://127.0.0.1:1/default", "--checkpoint-db", "bad db;",
+                 "-e", "select 1"])  # fmt: skip
+    assert code == 2
+    assert "--checkpoint-db" in capsys.readouterr().err

@@ -17,6 +17,7 @@ import grpc
 
 from arbiter.cluster import Cluster, load_cluster
 from arbiter.config import Config, load_config
+from arbiter.decider import Decider
 from arbiter.server import RunningArbiter
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
@@ -30,8 +31,8 @@ SMALL = load_cluster("nodes:2:2")  # node-000 and node-001, 2 GPUs each
 
 
 def small_config(journal: Path, **keys: object) -> Config:
-    """A configuration for a test arbiter: ``keys`` by name, ``_`` for ``.`` after ``arbiter.``
-    is not used; pass full keys in a mapping through ``extra``."""
+    """A configuration for a test arbiter (fifo, 60 s leases, 5 s grace, no batch window);
+    ``keys`` as ``ARBITER_...`` variable names in lower case (``arbiter_policy="las"``)."""
     env = {
         "ARBITER_POLICY": "fifo",
         "ARBITER_LEASE_SECONDS": "60",
@@ -51,6 +52,7 @@ def serve(
     journal: Path,
     clock: Clock,
     cluster: Cluster = SMALL,
+    decider: Decider | None = None,
     **keys: object,
 ) -> RunningArbiter:
     """An arbiter on ``cluster`` with a manual ``clock`` (the scheduler thread ticks; time moves
@@ -63,6 +65,7 @@ def serve(
         submit_token=SUBMIT,
         clock=clock,
         tick_seconds=0.01,
+        decider=decider,
     ).start()
 
 
