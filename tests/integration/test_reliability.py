@@ -764,3 +764,57 @@ def test_a_bad_checkpoint_db_is_a_usage_error(capsys: pytest.CaptureFixture[str]
                  "-e", "select 1"])  # fmt: skip
     assert code == 2
     assert "--checkpoint-db" in capsys.readouterr().err
+
+
+# -- the RM flapping -----------------------------------------------------------------------------
+
+
+def test_an_rm_that_flaps_changes_nothing_and_kills_nothing(tmp_path: Path, clock: Clock) -> None:
+    """For two polls (fewer than the bridge's confirm_polls, 3) the RM lists neither the ML app
+    nor one of the nodes, and answers 404 for the app itself: the arbiter keeps the app, its
+    leases and the topology, and the enforcer kills nothing (test_yarn_bridge shows a node
+    gone for good being lost)."""
+    with RMEmulator(nodes=2, gpus_per_node=2, manual_clock=True, start_seconds=1,
+                    app_seconds=600) as emu:  # fmt: skip
+        a = serve(tmp_path / "journal.db", clock, initial_cluster(emu.url, rm_options=FAST))
+        api = Api(a.port)
+        try:
+            yid = emu.cluster.new_application_id()
+            app, tok = api.register(4, yarn_application_id=yid)
+            with emu.cluster.state.lock:
+                emu.cluster.ops.submit(
+                    app_id=yid, name="trainer", user="u", queue="default", gpus=4, seconds=600,
+                    memory_mb=1024, vcores=1, tags=(ML_APP_TAG, arbiter_app_tag(app)),
+                    priority=None, app_type="YARN", max_attempts=1, unmanaged=False,
+                )  # fmt: skip
+            s = api.session(app, tok)
+            held = wait_held(api, app, 4, clock.t)
+            bridge = Bridge(a.core, emu.url, poll_s=0.05, rm_options=FAST, slack_s=2.0)
+            emu.advance(2)
+            assert bridge.tick() and bridge.tick()
+            assert bridge.view.apps[yid].arbiter_id == app
+
+            def without_app(doc):
+                apps = (doc.get("apps") or {}).get("app") or []
+                return {"apps": {"app": [x for x in apps if x.get("id") != yid]}}
+
+            def without_node(doc):
+                nodes = (doc.get("nodes") or {}).get("node") or []
+                return {"nodes": {"node": [n for n in nodes if n.get("nodeHostName") != "node-01"]}}
+
+            for _ in range(2):
+                emu.inject("/apps", transform=without_app)
+                emu.inject(f"/apps/{yid}", status=404, body='{"RemoteException": {}}')
+                emu.inject("/nodes", transform=without_node)
+                assert bridge.tick()
+            for _ in range(3):  # the RM answers truly again
+                assert bridge.tick()
+            assert app in app_ids(api)
+            assert wait_held(api, app, 4, clock.t) == held
+            assert a.core.cluster.num_gpus == 4 and not api.state().drained_machines
+            assert emu.cluster.app_state(yid) == "RUNNING"  # the enforcer killed nothing
+            bridge.stop()
+            s.close()
+        finally:
+            api.close()
+            a.stop(0)
