@@ -334,6 +334,24 @@ SCHEMA = Schema(
             "largest RegisterApp or RegisterQuery request (what is journaled or kept)",
         ),
         Property(
+            "arbiter.admission.max-anonymous",
+            100,
+            int,
+            lambda v: v >= 0,
+            "an integer >= 0",
+            "apps, and queries, registered without a credential at most (each; the rest of the "
+            "totals stays for those with one)",
+        ),
+        Property(
+            "arbiter.admission.app-idle-expiry.seconds",
+            3600.0,
+            float,
+            lambda v: _finite(v) and v > 0,
+            "a number > 0",
+            "an app that registered and never opened a session, holding no lease, is removed "
+            "after this long",
+        ),
+        Property(
             "arbiter.admission.max-queries",
             1000,
             int,

@@ -241,7 +241,7 @@ class ArbiterCore:
         for a caller in this process, the YARN bridge or a test); ``request_bytes`` its size.
         The quotas apply to every caller."""
         jobs = tuple(jobs)
-        self._check_registration(credentials, request_bytes)
+        how = self._check_registration(credentials, request_bytes)
         self._check_jobs(jobs)
         if yarn_app_id and not re.fullmatch(r"application_\d+_\d+", yarn_app_id):
             raise RequestError(
@@ -267,12 +267,19 @@ class ArbiterCore:
             tuple(dict(j) for j in jobs),
             self.clock(),
             yarn_app_id,
+            how,
         )
         with self._lock:
             cfg = self.config
             check_quota("apps", (a.user for a in self.sessions.apps.values()), user,
                         total=cfg["arbiter.admission.max-apps"],
                         per_user=cfg["arbiter.admission.max-apps-per-user"])  # fmt: skip
+            if how == "anonymous":  # credentialed registrations keep the rest of the total
+                check_quota("anonymous apps",
+                            (a.user for a in self.sessions.apps.values()
+                             if a.admitted_by == "anonymous"), user,
+                            total=cfg["arbiter.admission.max-anonymous"],
+                            per_user=cfg["arbiter.admission.max-apps-per-user"])  # fmt: skip
             self._journaled(lambda: self.sessions.add(record))
         return app_id, token
 
@@ -296,6 +303,23 @@ class ArbiterCore:
             ),
             services=services,
         )
+
+    def _expire_abandoned_apps(self, now: float) -> None:
+        """Remove the apps that registered and never opened a session, hold no lease and were
+        registered ``arbiter.admission.app-idle-expiry.seconds`` ago (under the lock)."""
+        limit = self.config["arbiter.admission.app-idle-expiry.seconds"]
+        s = self.sessions
+        leased = {x.app_id for x in self.book.state.leases if x.end > now}
+        gone = [a for a, r in s.apps.items()
+                if a not in s.sessions and a not in leased and now - r.registered_at > limit
+                and s.heard.get(a, r.registered_at) <= r.registered_at]  # fmt: skip
+        for app_id in gone:
+            try:
+                with self._writing():
+                    s.remove(app_id)
+            except RequestError:
+                return
+            log.info("app %s removed: registered %g s ago and never connected", app_id, limit)
 
     def _check_jobs(self, jobs: tuple[Mapping[str, object], ...]) -> None:
         """Each declared job must be something a policy can use (finite, within the
@@ -495,8 +519,14 @@ class ArbiterCore:
             check_quota("queries", (q.user for q in self.shares.queries.values()), user,
                         total=cfg["arbiter.admission.max-queries"],
                         per_user=cfg["arbiter.admission.max-queries-per-user"])  # fmt: skip
+            if how == "anonymous":
+                check_quota("anonymous queries",
+                            (q.user for q in self.shares.queries.values()
+                             if q.admitted_by == "anonymous"), user,
+                            total=cfg["arbiter.admission.max-anonymous"],
+                            per_user=cfg["arbiter.admission.max-queries-per-user"])  # fmt: skip
             return self.shares.register(
-                name, user=user, service_token=service_token, now=self.clock()
+                name, user=user, service_token=service_token, now=self.clock(), admitted_by=how
             )
 
     def authorize_query(self, token: str | None, job_id: str) -> None:
@@ -547,6 +577,7 @@ class ArbiterCore:
             idle = self.config["arbiter.query.idle-expiry.seconds"]
             for job_id in self.shares.expire(now, idle):
                 log.info("query %s unregistered: no share stream open for %g s", job_id, idle)
+            self._expire_abandoned_apps(now)
             try:
                 with self._writing():
                     work = self.scheduler.step(now, self.config, self.cluster)

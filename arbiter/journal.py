@@ -88,6 +88,7 @@ class AppRecord:
     jobs: tuple[Mapping[str, object], ...] = ()
     registered_at: float = 0.0
     yarn_app_id: str = ""  # the YARN application the app is bound to ("" = not bound)
+    admitted_by: str = ""  # the credential it registered with (arbiter.admission); "" = local
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,9 @@ class SQLiteJournal:
         if "yarn_app_id" not in columns:
             with self._tx() as db:
                 db.execute("ALTER TABLE apps ADD COLUMN yarn_app_id TEXT NOT NULL DEFAULT ''")
+        if "admitted_by" not in columns:  # schema 2: the credential that admitted the app
+            with self._tx() as db:
+                db.execute("ALTER TABLE apps ADD COLUMN admitted_by TEXT NOT NULL DEFAULT ''")
         # The meta table keeps the schema version too: builds before SQLiteStore read it there.
         with self._tx() as db:
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -218,7 +222,7 @@ class SQLiteJournal:
     def put_app(self, app: AppRecord) -> None:
         with self._tx() as db:
             db.execute(
-                "INSERT OR REPLACE INTO apps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO apps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     app.app_id,
                     app.token_hash,
@@ -229,6 +233,7 @@ class SQLiteJournal:
                     json.dumps([dict(j) for j in app.jobs]),
                     app.registered_at,
                     app.yarn_app_id,
+                    app.admitted_by,
                 ),
             )
 
@@ -301,7 +306,16 @@ class SQLiteJournal:
         db = self._db
         apps = {
             r[0]: AppRecord(
-                r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])), r[7], r[8] or ""
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                tuple(json.loads(r[6])),
+                r[7],
+                r[8] or "",
+                r[9] or "",
             )
             for r in db.execute("SELECT * FROM apps ORDER BY app_id")
         }

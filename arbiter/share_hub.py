@@ -37,6 +37,7 @@ class QueryJob:
     via_service: bool = False  # registered by a query service (HiveServer2's hook)
     subscribers: list[Outbox] = field(default_factory=list)
     idle_since: float | None = None  # when its last share stream closed (None: one is open)
+    admitted_by: str = ""  # the credential it registered with (arbiter.admission)
 
 
 class ShareHub:
@@ -72,7 +73,13 @@ class ShareHub:
         return self._declared()
 
     def register(
-        self, name: str, *, user: str = "", service_token: str | None = None, now: float = 0.0
+        self,
+        name: str,
+        *,
+        user: str = "",
+        service_token: str | None = None,
+        now: float = 0.0,
+        admitted_by: str = "",
     ) -> tuple[str, str]:
         """A query joins |J|. ``service_token`` (a query service such as HiveServer2's hook,
         registering its users' queries) must be the credential this arbiter issued to query
@@ -85,7 +92,13 @@ class ShareHub:
         token = new_token()
         job_id = f"query-{uuid.uuid4().hex[:12]}"
         self.queries[job_id] = QueryJob(
-            job_id, hash_token(token), name, user, via_service, idle_since=now
+            job_id,
+            hash_token(token),
+            name,
+            user,
+            via_service,
+            idle_since=now,
+            admitted_by=admitted_by,
         )
         self.broadcast(ShareCause.JOB_ARRIVED)
         return job_id, token

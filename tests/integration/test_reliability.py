@@ -427,6 +427,49 @@ def test_an_abandoned_query_expires(tmp_path: Path, clock: Clock) -> None:
         a.stop(0)
 
 
+def test_anonymous_registrations_cannot_take_the_room_of_credentialed_ones(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """The outsider's second try: anonymous registrations on the loopback port with a new
+    invented user each time stop at arbiter.admission.max-anonymous; the submitters still
+    register."""
+    a = serve(tmp_path / "j.db", clock, arbiter_admission_max_anonymous=2)
+    api = Api(a.port)
+    try:
+        got = [_register_code(api, token=None, user=f"invented-{k}") for k in range(3)]
+        assert got == [None, None, grpc.StatusCode.RESOURCE_EXHAUSTED]
+        assert _register_code(api, user="real") is None  # with the submitters' credential
+        codes = []
+        for k in range(3):
+            try:
+                api.share.RegisterQuery(pb.RegisterQueryRequest(query_name="q", user=f"i{k}"))
+                codes.append(None)
+            except grpc.RpcError as e:
+                codes.append(e.code())
+        assert codes == [None, None, grpc.StatusCode.RESOURCE_EXHAUSTED]
+        api.share.RegisterQuery(pb.RegisterQueryRequest(query_name="q"), metadata=md(submit=SUBMIT))
+    finally:
+        api.close()
+        a.stop(0)
+
+
+def test_an_app_that_never_connects_is_removed(tmp_path: Path, clock: Clock) -> None:
+    a = serve(tmp_path / "j.db", clock, arbiter_admission_app_idle_expiry_seconds=100)
+    api = Api(a.port)
+    try:
+        ghost, _ = api.register(1)
+        real, tok = api.register(1)
+        s = api.session(real, tok)
+        wait_held(api, real, 1, clock.t)
+        clock.t += 101
+        wait_for("the ghost app to go", lambda: ghost not in app_ids(api), timeout=30)
+        assert real in app_ids(api)
+        s.close()
+    finally:
+        api.close()
+        a.stop(0)
+
+
 # -- 7. a full or read-only journal volume ------------------------------------------------------
 
 
