@@ -580,6 +580,34 @@ def test_a_full_journal_volume(volume: Path, clock: Clock) -> None:
         a.stop(0)
 
 
+def test_a_read_only_journal_volume_at_start(volume: Path, clock: Clock, tmp_path: Path) -> None:
+    """The journal's volume mounted read-only (a real read-only mount: root cannot write it
+    either) when serve starts: one line naming the journal, exit 1, no traceback."""
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    a = serve(volume / "journal.db", clock)  # a journal with an app in it
+    Api(a.port).register(1)
+    a.stop(0)
+    subprocess.run(["mount", "-o", "remount,ro", str(volume)], check=True)
+    tokens = {}  # the credentials elsewhere: what fails is the journal
+    for key in ("ADMIN_TOKEN_FILE", "QUERY_SERVICE_TOKEN_FILE", "ADMISSION_SUBMIT_TOKEN_FILE"):
+        (tmp_path / key).write_text("secret\n")
+        tokens[f"ARBITER_{key}"] = str(tmp_path / key)
+    done = subprocess.run(
+        [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", "nodes:2:2",
+         "--port", "0", "--journal", str(volume / "journal.db")],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", **tokens},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "yarn-arbiter: error: journal " in done.stderr
+    assert "journal.db cannot be opened or written" in done.stderr
+
+
 def test_a_read_only_journal(tmp_path: Path, clock: Clock) -> None:
     """A journal that turns read-only under the running arbiter (SQLite's ``PRAGMA
     query_only`` on its connection: every write fails as SQLITE_READONLY, as on a volume
