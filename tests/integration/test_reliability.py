@@ -623,6 +623,42 @@ def test_a_read_only_journal(tmp_path: Path, clock: Clock) -> None:
         a.stop(0)
 
 
+def test_a_yarn_app_that_ends_while_the_journal_cannot_commit_is_finished_later(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """The bridge's finish_app is refused (UNAVAILABLE) while the journal is read-only: the
+    watcher keeps its view, so the same AppEnded comes again and ends the app once the journal
+    commits (it was lost: the view moved on before the arbiter took the event)."""
+    with RMEmulator(nodes=2, gpus_per_node=2, manual_clock=True, start_seconds=1,
+                    app_seconds=60) as emu:  # fmt: skip
+        a = serve(tmp_path / "journal.db", clock, initial_cluster(emu.url, rm_options=FAST))
+        api = Api(a.port)
+        try:
+            yid = emu.cluster.new_application_id()
+            app, _ = api.register(2, yarn_application_id=yid)
+            with emu.cluster.state.lock:
+                emu.cluster.ops.submit(
+                    app_id=yid, name="trainer", user="u", queue="default", gpus=0, seconds=5,
+                    memory_mb=1024, vcores=1, tags=(ML_APP_TAG, arbiter_app_tag(app)),
+                    priority=None, app_type="YARN", max_attempts=1, unmanaged=False,
+                )  # fmt: skip
+            bridge = Bridge(a.core, emu.url, poll_s=0.05, rm_options=FAST, slack_s=2.0)
+            assert bridge.tick()
+            a.journal._db.execute("PRAGMA query_only=ON")
+            emu.advance(10)  # the YARN app finishes
+            for _ in range(2):
+                assert not bridge.tick()  # refused: the events come again
+            assert app in app_ids(api)
+            a.journal._db.execute("PRAGMA query_only=OFF")
+            wait_for("the journal to commit again", lambda: a.core.healthy, timeout=30)
+            assert bridge.tick()
+            assert app not in app_ids(api)
+            bridge.stop()
+        finally:
+            api.close()
+            a.stop(0)
+
+
 # -- 8. calls to methods that do not exist -------------------------------------------------------
 
 
