@@ -250,9 +250,10 @@ class AppMasterService(rpc.AppMasterServicer):
     async def ReportProgress(self, request, context):
         try:
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
-            if math.isnan(request.iter_time_s) or request.iter_time_s < 0:
+            if not (math.isfinite(request.iter_time_s) and request.iter_time_s >= 0):
                 raise RequestError(
-                    Code.INVALID_ARGUMENT, f"iter_time_s must be >= 0, got {request.iter_time_s}"
+                    Code.INVALID_ARGUMENT,
+                    f"iter_time_s must be a finite number >= 0, got {request.iter_time_s}",
                 )
             unknown = [g for g in request.placement_gpu_ids if g not in self.core.cluster]
             if unknown:

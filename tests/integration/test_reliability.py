@@ -841,6 +841,16 @@ def test_bad_job_specs_are_refused_and_not_journaled(
     assert arb.journal.load(SMALL.gpu_ids).apps == {}
 
 
+@pytest.mark.parametrize("iter_time", [float("nan"), float("inf"), -1.0])
+def test_a_progress_report_no_policy_can_use_is_refused(api: Api, iter_time: float) -> None:
+    _, tok = api.register(1)
+    report = pb.ProgressReport(job_id="j", iters_done=1, iters_remaining=10,
+                               iter_time_s=iter_time)  # fmt: skip
+    with pytest.raises(grpc.RpcError) as err:
+        api.am.ReportProgress(report, metadata=md(app=tok), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
 # -- 15. a TLS key that does not match, a bad --checkpoint-db -----------------------------------
 
 
