@@ -143,8 +143,12 @@ class Agent:
         on_allocation: Callable[[Sequence[HeldLease]], None] | None = None,
         on_revocation: Callable[[HeldLease, float], None] | None = None,
         heartbeat_seconds: float = 1.0,
+        register_token: str | None = None,
     ) -> None:
+        """``register_token``: the credential RegisterApp is sent with (the arbiter's
+        submitters' credential, ``x-submit-token``; see :mod:`arbiter.admission`)."""
         self.target = target
+        self.register_token = register_token
         self.estimator = estimator
         self.max_gpu_demand = max_gpu_demand
         self.app_name, self.user, self.queue_name = app_name, user, queue_name
@@ -181,7 +185,8 @@ class Agent:
                     user=self.user,
                     queue=self.queue_name,
                     max_gpu_demand=self.max_gpu_demand,
-                )
+                ),
+                metadata=[("x-submit-token", self.register_token)] if self.register_token else None,
             )
             self.app_id, self.token = reply.app_id, reply.app_token
         return self.app_id

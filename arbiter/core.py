@@ -18,6 +18,7 @@ is injected, so tests drive time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -25,8 +26,9 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from arbiter.admission import Credentials, anonymous_ok, check_credential, check_quota
 from arbiter.auction import Bid
 from arbiter.cluster import Cluster
 from arbiter.config import Config, ConfigError
@@ -48,6 +50,7 @@ from arbiter.scheduler import PendingRound, SchedulerLoop
 from arbiter.sessions import AppSessions
 from arbiter.share_hub import QueryJob, ShareHub
 from arbiter.shares import Resources, ShareCause
+from arbiter.sqlite_store import StoreError
 
 __all__ = [
     "CLOSE",
@@ -80,6 +83,7 @@ class ArbiterCore:
         *,
         admin_token: str,
         service_token: str | None = None,
+        submit_token: str | None = None,
         clock: Callable[[], float] = time.time,
         decider: Decider = decide_inline,
         topology_from_rm: bool = False,
@@ -96,14 +100,71 @@ class ArbiterCore:
         for key, value in snap.knobs.items():
             self.config = self.config.with_value(key, value, source="journal")
         self.sessions = AppSessions(snap.apps, journal, admin_token=admin_token)
-        self.book = LeaseBook(snap.state, journal, now=clock())
+        self.book = LeaseBook(snap.state, journal, now=clock(), drained=snap.drained)
         self.shares = ShareHub(self._declared_capacity, service_token=service_token)
+        self._submit_hash = hash_token(submit_token) if submit_token else None
         self.scheduler = SchedulerLoop(self.sessions, self.book)
         self.scheduler.configure(self.config)
         # gRPC calls by method and refusals by status code, counted by the service shell for
         # /metrics (arbiter.metrics); plain counters, no lock (an increment is atomic enough)
         self.rpc_calls: Counter[str] = Counter()
         self.rpc_refused: Counter[str] = Counter()
+        # Health: why the journal last failed to commit (None: it commits). Listeners (the gRPC
+        # health service) are told every change; see :meth:`_writing`.
+        self.journal_error: str | None = None
+        self.health_listeners: list[Callable[[bool], None]] = []
+        self._next_probe = 0.0
+
+    # ------------------------------------------------------------------ health
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the journal commits: what the gRPC health service and ``/healthz`` say."""
+        return self.journal_error is None
+
+    def _set_journal_error(self, error: str | None) -> None:
+        was = self.journal_error
+        self.journal_error = error
+        if (was is None) == (error is None):
+            return
+        if error is not None:
+            log.error("the journal cannot commit; refusing changes until it can: %s", error)
+        else:
+            log.info("the journal commits again")
+        for listener in list(self.health_listeners):
+            listener(error is None)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A change that is journaled: a journal that cannot commit (a full or read-only
+        disk) makes the arbiter unhealthy and the caller gets UNAVAILABLE with the reason. The
+        parts write the journal before they change memory, so nothing changed."""
+        try:
+            yield
+        except StoreError as exc:
+            self._set_journal_error(str(exc))
+            raise RequestError(
+                Code.UNAVAILABLE, f"the arbiter's journal cannot commit, nothing changed: {exc}"
+            ) from None
+        self._set_journal_error(None)
+
+    def _journaled(self, change: Callable[[], object]) -> None:
+        with self._writing():
+            change()
+
+    def probe_journal(self) -> bool:
+        """While unhealthy, try (at most once a second) whether the journal commits again;
+        returns whether it is healthy."""
+        if self.journal_error is None:
+            return True
+        now = time.monotonic()
+        if now < self._next_probe:
+            return False
+        self._next_probe = now + 1.0
+        probe = getattr(self.journal, "probe", None)
+        with self._lock, contextlib.suppress(RequestError):
+            self._journaled(probe if probe is not None else (lambda: None))
+        return self.journal_error is None
 
     # ------------------------------------------------------------------ read-only views
 
@@ -169,10 +230,19 @@ class ArbiterCore:
         max_gpu_demand: int,
         jobs: Iterable[Mapping[str, object]] = (),
         yarn_app_id: str = "",
+        credentials: Credentials | None = None,
+        request_bytes: int = 0,
     ) -> tuple[str, str]:
         """Register an app; ``yarn_app_id`` binds it to its YARN application, and the YARN
         bridge then acts on that application's events only (a YARN app carrying this app's tag
-        is not enough)."""
+        is not enough).
+
+        ``credentials``: what a remote caller sent (checked by :mod:`arbiter.admission`; ``None``
+        for a caller in this process, the YARN bridge or a test); ``request_bytes`` its size.
+        The quotas apply to every caller."""
+        jobs = tuple(jobs)
+        how = self._check_registration(credentials, request_bytes)
+        self._check_jobs(jobs)
         if yarn_app_id and not re.fullmatch(r"application_\d+_\d+", yarn_app_id):
             raise RequestError(
                 Code.INVALID_ARGUMENT,
@@ -197,10 +267,85 @@ class ArbiterCore:
             tuple(dict(j) for j in jobs),
             self.clock(),
             yarn_app_id,
+            how,
         )
         with self._lock:
-            self.sessions.add(record)
+            cfg = self.config
+            check_quota("apps", (a.user for a in self.sessions.apps.values()), user,
+                        total=cfg["arbiter.admission.max-apps"],
+                        per_user=cfg["arbiter.admission.max-apps-per-user"])  # fmt: skip
+            if how == "anonymous":  # credentialed registrations keep the rest of the total
+                check_quota("anonymous apps",
+                            (a.user for a in self.sessions.apps.values()
+                             if a.admitted_by == "anonymous"), user,
+                            total=cfg["arbiter.admission.max-anonymous"],
+                            per_user=cfg["arbiter.admission.max-apps-per-user"])  # fmt: skip
+            self._journaled(lambda: self.sessions.add(record))
         return app_id, token
+
+    def _check_registration(self, credentials: Credentials | None, size: int,
+                            services: bool = False) -> str:  # fmt: skip
+        """The admission rules for a remote registration (:mod:`arbiter.admission`)."""
+        limit = self.config["arbiter.admission.max-register-bytes"]
+        if size > limit:
+            raise RequestError(
+                Code.RESOURCE_EXHAUSTED, f"the request has {size} bytes; the limit is {limit}"
+            )
+        if credentials is None:
+            return "local"
+        return check_credential(
+            credentials,
+            admin_hash=self.sessions.admin_hash,
+            submit_hash=self._submit_hash,
+            service_hash=self.shares.service_hash,
+            anonymous=anonymous_ok(
+                self.config["arbiter.admission.anonymous"], self.config["arbiter.grpc.bind-host"]
+            ),
+            services=services,
+        )
+
+    def _expire_abandoned_apps(self, now: float) -> None:
+        """Remove the apps that registered and never opened a session, hold no lease and were
+        registered ``arbiter.admission.app-idle-expiry.seconds`` ago (under the lock)."""
+        limit = self.config["arbiter.admission.app-idle-expiry.seconds"]
+        s = self.sessions
+        leased = {x.app_id for x in self.book.state.leases if x.end > now}
+        gone = [a for a, r in s.apps.items()
+                if a not in s.sessions and a not in leased and now - r.registered_at > limit
+                and s.heard.get(a, r.registered_at) <= r.registered_at]  # fmt: skip
+        for app_id in gone:
+            try:
+                with self._writing():
+                    s.remove(app_id)
+            except RequestError:
+                return
+            log.info("app %s removed: registered %g s ago and never connected", app_id, limit)
+
+    def _check_jobs(self, jobs: tuple[Mapping[str, object], ...]) -> None:
+        """Each declared job must be something a policy can use (finite, within the
+        cluster), and there may be at most ``arbiter.admission.max-jobs`` of them."""
+        limit = self.config["arbiter.admission.max-jobs"]
+        if len(jobs) > limit:
+            raise RequestError(
+                Code.INVALID_ARGUMENT, f"jobs has {len(jobs)} entries; the limit is {limit}"
+            )
+        n = self.cluster.num_gpus
+        for k, job in enumerate(jobs):
+            for key in ("gang_size", "max_gpus"):
+                value = job.get(key, 0)
+                if not isinstance(value, int) or not 0 <= value <= n:
+                    raise RequestError(
+                        Code.INVALID_ARGUMENT, f"jobs[{k}].{key} must be in [0, {n}], got {value}"
+                    )
+            for key in ("iters_total", "serial_iter_time_s"):
+                value = job.get(key, 0)
+                if not isinstance(value, int | float) or not (math.isfinite(value) and value >= 0):
+                    raise RequestError(
+                        Code.INVALID_ARGUMENT,
+                        f"jobs[{k}].{key} must be a finite number >= 0, got {value}",
+                    )
+            if len(str(job.get("job_id", ""))) > 256:
+                raise RequestError(Code.INVALID_ARGUMENT, f"jobs[{k}].job_id is <= 256 chars")
 
     def held(self, app_id: str, now: float | None = None) -> frozenset[str]:
         """GPUs ``app_id`` holds at ``now``."""
@@ -218,7 +363,7 @@ class ArbiterCore:
         """The app ended outside the arbiter (YARN reports it FINISHED, FAILED or KILLED): its
         leases end now (their GPUs are offered again), its session closes, its record goes.
         Idempotent; returns the GPUs it held."""
-        with self._lock:
+        with self._lock, self._writing():
             freed = self.book.end_app(app_id, self.clock())
             if self.sessions.remove(app_id) is not None:
                 log.info("app %s finished (%s); %d GPUs freed", app_id, reason, len(freed))
@@ -279,17 +424,19 @@ class ArbiterCore:
         return self.book.find(app_id, lid)
 
     def release(self, app_id: str, lid: str, gpus: Iterable[str] = ()) -> frozenset[str]:
-        with self._lock:
+        with self._lock, self._writing():
             return self.book.release(app_id, lid, frozenset(gpus), self.clock())
 
     def renew(self, app_id: str, lid: str) -> Lease:
-        """Extend a lease by one lease length while no other app is waiting for GPUs."""
-        with self._lock:
+        """Extend a lease to one lease length from now while no other app is waiting for GPUs
+        (registered and connected, or heard from within the heartbeat timeout)."""
+        with self._lock, self._writing():
             now = self.clock()
             apps = self.sessions.apps
+            timeout = self.config["arbiter.heartbeat.timeout.seconds"]
             waiting = [
                 a
-                for a in self.sessions.sessions
+                for a in self.sessions.active(now, timeout)
                 if a != app_id and len(self.book.held(a, now)) < apps[a].max_gpu_demand
             ]
             return self.book.renew(
@@ -303,7 +450,7 @@ class ArbiterCore:
             raise RequestError(Code.NOT_FOUND, f"unknown machine {machine!r}")
         if not (grace >= 0 and math.isfinite(grace)):
             raise RequestError(Code.INVALID_ARGUMENT, f"grace_seconds must be >= 0, got {grace}")
-        with self._lock:
+        with self._lock, self._writing():
             now = self.clock()
             revocations = self.book.drain(machine, grace, now=now, cluster=self.cluster)
             for r in revocations:
@@ -327,7 +474,7 @@ class ArbiterCore:
         """The ResourceManager's nodes changed: serve ``cluster`` from now on. Leases on GPUs
         that left (a node lost or decommissioned) end at once and their apps are told; GPUs that
         arrived are offered. Returns (added, removed) GPU ids."""
-        with self._lock:
+        with self._lock, self._writing():
             now = self.clock()
             old = self.cluster.gpu_ids
             added, removed = cluster.gpu_ids - old, old - cluster.gpu_ids
@@ -362,12 +509,35 @@ class ArbiterCore:
             return self.shares.capacity()
 
     def register_query(
-        self, name: str, *, user: str = "", service_token: str | None = None
+        self,
+        name: str,
+        *,
+        user: str = "",
+        service_token: str | None = None,
+        credentials: Credentials | None = None,
+        request_bytes: int = 0,
     ) -> tuple[str, str]:
         """A query joins |J| (``service_token``: registered by a query service; see
-        :meth:`arbiter.share_hub.ShareHub.register`)."""
+        :meth:`arbiter.share_hub.ShareHub.register`). ``credentials`` and ``request_bytes``
+        as for :meth:`register_app`; a remote caller's service token comes in
+        ``credentials``."""
         with self._lock:
-            return self.shares.register(name, user=user, service_token=service_token)
+            how = self._check_registration(credentials, request_bytes, services=True)
+            if credentials is not None:
+                service_token = credentials.service if how == "service" else None
+            cfg = self.config
+            check_quota("queries", (q.user for q in self.shares.queries.values()), user,
+                        total=cfg["arbiter.admission.max-queries"],
+                        per_user=cfg["arbiter.admission.max-queries-per-user"])  # fmt: skip
+            if how == "anonymous":
+                check_quota("anonymous queries",
+                            (q.user for q in self.shares.queries.values()
+                             if q.admitted_by == "anonymous"), user,
+                            total=cfg["arbiter.admission.max-anonymous"],
+                            per_user=cfg["arbiter.admission.max-queries-per-user"])  # fmt: skip
+            return self.shares.register(
+                name, user=user, service_token=service_token, now=self.clock(), admitted_by=how
+            )
 
     def authorize_query(self, token: str | None, job_id: str) -> None:
         with self._lock:
@@ -379,7 +549,7 @@ class ArbiterCore:
 
     def unsubscribe_share(self, job_id: str, q: Outbox) -> None:
         with self._lock:
-            self.shares.unsubscribe(job_id, q)
+            self.shares.unsubscribe(job_id, q, self.clock())
 
     def unregister_query(self, job_id: str) -> None:
         with self._lock:
@@ -396,10 +566,11 @@ class ArbiterCore:
         with self._lock:
             previous = str(self.config[key])
             try:
-                self.config = self.config.with_value(key, value, source="admin")
+                config = self.config.with_value(key, value, source="admin")
             except ConfigError as exc:
                 raise RequestError(Code.INVALID_ARGUMENT, str(exc)) from None
-            self.journal.put_knob(key, value)
+            self._journaled(lambda: self.journal.put_knob(key, value))  # the journal first
+            self.config = config
             self.scheduler.configure(self.config)
             return key, previous
 
@@ -409,8 +580,19 @@ class ArbiterCore:
         """One step of the scheduling loop (call it every few tens of milliseconds); see
         :mod:`arbiter.scheduler`. A closed round is decided outside the lock and bound under
         it."""
+        if not self.probe_journal():
+            return  # nothing is scheduled while the journal cannot commit (health says so)
         with self._lock:
-            work = self.scheduler.step(self.clock(), self.config, self.cluster)
+            now = self.clock()
+            idle = self.config["arbiter.query.idle-expiry.seconds"]
+            for job_id in self.shares.expire(now, idle):
+                log.info("query %s unregistered: no share stream open for %g s", job_id, idle)
+            self._expire_abandoned_apps(now)
+            try:
+                with self._writing():
+                    work = self.scheduler.step(now, self.config, self.cluster)
+            except RequestError:  # the journal failed: logged once, by _set_journal_error
+                return
         if work is None:
             return
         try:
@@ -421,5 +603,5 @@ class ArbiterCore:
             with self._lock:
                 self.scheduler.undecided(self.clock())
             return
-        with self._lock:
-            self.scheduler.bind(work.round, decision, self.clock())
+        with self._lock, contextlib.suppress(RequestError), self._writing():
+            self.scheduler.bind(work.round, decision, self.clock(), self.cluster)

@@ -46,7 +46,14 @@ __all__ = [
     "token_matches",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# Upgrades of a journal written by an earlier release: version k -> the SQL taking it to k + 1
+# (applied by SQLiteStore in one transaction with the new version stamp).
+MIGRATIONS = {
+    # 2: drained machines are journaled (they were kept in memory only, and forgotten on restart)
+    1: "CREATE TABLE IF NOT EXISTS drains (machine TEXT PRIMARY KEY);",
+}
 
 
 class JournalCorrupt(RuntimeError):
@@ -81,6 +88,7 @@ class AppRecord:
     jobs: tuple[Mapping[str, object], ...] = ()
     registered_at: float = 0.0
     yarn_app_id: str = ""  # the YARN application the app is bound to ("" = not bound)
+    admitted_by: str = ""  # the credential it registered with (arbiter.admission); "" = local
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class Recovered:
     apps: Mapping[str, AppRecord]
     state: ArbiterState
     knobs: Mapping[str, str] = field(default_factory=dict)
+    drained: frozenset[str] = frozenset()  # machines drained by an admin or the RM
 
 
 class Journal(Protocol):
@@ -99,7 +108,13 @@ class Journal(Protocol):
 
     def remove_app(self, app_id: str) -> None: ...
 
-    def commit_round(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None: ...
+    def commit_round(
+        self,
+        state: ArbiterState,
+        bids: Iterable[Bid] = (),
+        *,
+        drained: Iterable[str] | None = None,
+    ) -> None: ...
 
     def put_knob(self, key: str, value: str) -> None: ...
 
@@ -143,6 +158,7 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TABLE IF NOT EXISTS bids (
     app_id TEXT PRIMARY KEY, round INTEGER NOT NULL, rows TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS knobs (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS drains (machine TEXT PRIMARY KEY);
 """
 
 
@@ -162,6 +178,7 @@ class SQLiteJournal:
             foreign_keys=True,
             label="journal",
             corrupt=JournalCorrupt,
+            migrations=MIGRATIONS,
         )
         self._db = self._store.db
         try:
@@ -177,6 +194,9 @@ class SQLiteJournal:
         if "yarn_app_id" not in columns:
             with self._tx() as db:
                 db.execute("ALTER TABLE apps ADD COLUMN yarn_app_id TEXT NOT NULL DEFAULT ''")
+        if "admitted_by" not in columns:  # schema 2: the credential that admitted the app
+            with self._tx() as db:
+                db.execute("ALTER TABLE apps ADD COLUMN admitted_by TEXT NOT NULL DEFAULT ''")
         # The meta table keeps the schema version too: builds before SQLiteStore read it there.
         with self._tx() as db:
             row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -184,6 +204,10 @@ class SQLiteJournal:
                 db.execute(
                     "INSERT INTO meta VALUES ('schema', ?), ('round', '0')", (str(SCHEMA_VERSION),)
                 )
+            elif 1 <= int(row[0]) < SCHEMA_VERSION:  # an earlier release's: upgraded on open
+                for step in range(int(row[0]), SCHEMA_VERSION):  # idempotent DDL, as the store's
+                    db.execute(MIGRATIONS[step])
+                db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
             elif int(row[0]) != SCHEMA_VERSION:
                 raise JournalCorrupt(
                     f"journal {self.path} has schema {row[0]}, this build reads {SCHEMA_VERSION}"
@@ -198,7 +222,7 @@ class SQLiteJournal:
     def put_app(self, app: AppRecord) -> None:
         with self._tx() as db:
             db.execute(
-                "INSERT OR REPLACE INTO apps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO apps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     app.app_id,
                     app.token_hash,
@@ -209,6 +233,7 @@ class SQLiteJournal:
                     json.dumps([dict(j) for j in app.jobs]),
                     app.registered_at,
                     app.yarn_app_id,
+                    app.admitted_by,
                 ),
             )
 
@@ -218,13 +243,23 @@ class SQLiteJournal:
             db.execute("DELETE FROM bids WHERE app_id=?", (app_id,))
             db.execute("DELETE FROM apps WHERE app_id=?", (app_id,))
 
-    def commit_round(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None:
-        """Make ``state``'s leases and round counter (and the round's bids) durable, atomically.
+    def commit_round(
+        self,
+        state: ArbiterState,
+        bids: Iterable[Bid] = (),
+        *,
+        drained: Iterable[str] | None = None,
+    ) -> None:
+        """Make ``state``'s leases and round counter (and the round's bids, and the drained
+        machines when given) durable, atomically.
 
         Checks the invariant first: a state with a GPU in two live leases is never written.
         """
         check_invariants(state)
         with self._tx() as db:
+            if drained is not None:
+                db.execute("DELETE FROM drains")
+                db.executemany("INSERT INTO drains VALUES (?)", [(m,) for m in sorted(drained)])
             db.execute("DELETE FROM leases")
             db.executemany(
                 "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -251,6 +286,14 @@ class SQLiteJournal:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO knobs VALUES (?, ?)", (key, value))
 
+    def probe(self) -> None:
+        """Commit a write that needs new pages (and undo it): raises
+        :class:`~arbiter.sqlite_store.StoreError` while the disk is full or read-only."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('probe', hex(randomblob(4096)))")
+        with self._tx() as db:
+            db.execute("DELETE FROM meta WHERE key='probe'")
+
     # -- reads -------------------------------------------------------------------------
 
     def load(self, gpus: frozenset[str], *, trim_unknown: bool = False) -> Recovered:
@@ -263,7 +306,16 @@ class SQLiteJournal:
         db = self._db
         apps = {
             r[0]: AppRecord(
-                r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6])), r[7], r[8] or ""
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                tuple(json.loads(r[6])),
+                r[7],
+                r[8] or "",
+                r[9] or "",
             )
             for r in db.execute("SELECT * FROM apps ORDER BY app_id")
         }
@@ -276,6 +328,7 @@ class SQLiteJournal:
         }
         rnd = int(db.execute("SELECT value FROM meta WHERE key='round'").fetchone()[0])
         knobs = dict(db.execute("SELECT key, value FROM knobs ORDER BY key").fetchall())
+        drained = frozenset(r[0] for r in db.execute("SELECT machine FROM drains"))
         if trim_unknown:
             trimmed = tuple(
                 replace(x, gpus=x.gpus & gpus) if not x.gpus <= gpus else x for x in leases
@@ -291,7 +344,7 @@ class SQLiteJournal:
         orphans = sorted({lease.app_id for lease in leases} - set(apps))
         if orphans:
             raise JournalCorrupt(f"journal {self.path}: leases of unknown apps {orphans}")
-        return Recovered(MappingProxyType(apps), state, MappingProxyType(knobs))
+        return Recovered(MappingProxyType(apps), state, MappingProxyType(knobs), drained)
 
     def close(self) -> None:
         self._store.close()

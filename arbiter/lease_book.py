@@ -34,10 +34,17 @@ def _service(lease: Lease, since: float, now: float) -> float:
 class LeaseBook:
     """The journaled :class:`~arbiter.rounds.ArbiterState` and what is derived from it."""
 
-    def __init__(self, state: ArbiterState, journal: Journal, *, now: float) -> None:
+    def __init__(
+        self,
+        state: ArbiterState,
+        journal: Journal,
+        *,
+        now: float,
+        drained: Iterable[str] = (),
+    ) -> None:
         self.state = state
         self.journal = journal
-        self.drained: set[str] = set()  # machine names no longer offered
+        self.drained: set[str] = set(drained)  # machine names no longer offered (journaled)
         self.first_freed_at: float | None = None  # GPUs pooled since (offer batch window)
         self.attained: dict[str, float] = {}  # GPU-seconds received per app (see _accrue)
         self.first_start: dict[str, float] = {}
@@ -47,13 +54,25 @@ class LeaseBook:
 
     # ------------------------------------------------------------------ the one write path
 
-    def commit(self, state: ArbiterState, bids: Iterable[Bid] = (), *, now: float) -> None:
-        """Check ``state``'s invariants, journal it (with the round's ``bids``), serve it."""
+    def commit(
+        self,
+        state: ArbiterState,
+        bids: Iterable[Bid] = (),
+        *,
+        now: float,
+        drained: Iterable[str] | None = None,
+    ) -> None:
+        """Check ``state``'s invariants, journal it (with the round's ``bids`` and, when
+        given, the ``drained`` machines), serve it. Nothing in memory changes unless the
+        journal took it (a full disk raises and leaves the book as it was)."""
         check_invariants(state)
-        self.journal.commit_round(state, bids)
+        drained = None if drained is None else set(drained)
+        self.journal.commit_round(state, bids, drained=drained)
         if state.leases is not self.state.leases:
             self._accrue(now)
         self.state = state
+        if drained is not None:
+            self.drained = drained
 
     def mark_freed(self, now: float) -> None:
         if self.first_freed_at is None:
@@ -146,8 +165,9 @@ class LeaseBook:
     def renew(
         self, app_id: str, lid: str, *, now: float, cluster: Cluster, waiting: int, seconds: float
     ) -> Lease:
-        """Extend lease ``lid`` by ``seconds`` while no other app is ``waiting`` for GPUs and
-        none of its GPUs is on a drained machine."""
+        """Extend lease ``lid`` to ``seconds`` from ``now`` (never further: renewals do not
+        stack) while no other app is ``waiting`` for GPUs and none of its GPUs is on a drained
+        machine."""
         lease = self.find(app_id, lid)
         drained = sorted({cluster.gpu(g).machine for g in lease.gpus} & self.drained)
         if drained:
@@ -162,7 +182,8 @@ class LeaseBook:
                 f"{waiting} other app(s) wait for GPUs; the lease ends at its term "
                 "and its GPUs go back to auction",
             )
-        longer = replace(lease, end=max(lease.end, now) + seconds)
+        # one lease length from now, never more: renewals do not stack
+        longer = replace(lease, end=max(lease.end, now + seconds))
         taken = [x for x in self.state.leases if x is not lease and x.gpus & lease.gpus
                  and x.start < longer.end and x.end > lease.end]  # fmt: skip
         if taken:  # a later lease (a leftover reserved from this one's end) has the GPUs
@@ -198,7 +219,6 @@ class LeaseBook:
     ) -> list[Revocation]:
         """Stop offering ``machine``; the part of each lease on it ends after ``grace``
         seconds. Returns the revocations to send (their ``lease`` is the cut part)."""
-        self.drained.add(machine)
         revoked: list[Revocation] = []
         leases: list[Lease] = []
         for lease in self.state.leases:
@@ -214,7 +234,9 @@ class LeaseBook:
                     leases.append(rest)
             else:
                 leases.append(lease)
-        self.commit(replace(self.state, leases=tuple(leases)), now=now)
+        self.commit(
+            replace(self.state, leases=tuple(leases)), now=now, drained=self.drained | {machine}
+        )
         return revoked
 
     def resize(self, cluster: Cluster, removed: frozenset[str], now: float) -> list[Revocation]:
@@ -232,6 +254,9 @@ class LeaseBook:
             revoked.append(Revocation(cut, 0.0, "node lost", lease, rest))
             if rest is not None:
                 leases.append(rest)
-        self.drained &= {m.name for m in cluster.machines}
-        self.commit(replace(self.state, gpus=cluster.gpu_ids, leases=tuple(leases)), now=now)
+        self.commit(
+            replace(self.state, gpus=cluster.gpu_ids, leases=tuple(leases)),
+            now=now,
+            drained=self.drained & {m.name for m in cluster.machines},
+        )
         return revoked

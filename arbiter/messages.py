@@ -41,6 +41,8 @@ class Code(Enum):
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     ALREADY_EXISTS = "ALREADY_EXISTS"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # a quota (apps, queries, sizes) is reached
+    UNAVAILABLE = "UNAVAILABLE"  # the journal cannot commit (full or read-only disk)
 
 
 class RequestError(Exception):

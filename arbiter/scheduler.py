@@ -237,9 +237,13 @@ class SchedulerLoop:
                 )
         p.bids[app_id] = bid
 
-    def bind(self, p: PendingRound, decision: Decision, now: float) -> None:
+    def bind(
+        self, p: PendingRound, decision: Decision, now: float, cluster: Cluster | None = None
+    ) -> None:
         """Step 5: commit the decided round's leases if every GPU is still free (else drop the
-        round: its GPUs are offered again) and tell each winner its leases and payment."""
+        round: its GPUs are offered again) and tell each winner its leases and payment. A GPU
+        on a machine drained while the round was decided (``cluster`` says where each GPU is)
+        is not granted: the rest of its lease is."""
         book = self.book
         self.policy_state = decision.policy_state
         outcome = decision.outcome
@@ -250,6 +254,10 @@ class SchedulerLoop:
         # An app that finished (finish_app) while the round was decided gets nothing: its GPUs
         # stay free, and the journal never holds a lease of an app it does not know.
         granted = tuple(x for x in outcome.granted if x.app_id in self.sessions.apps)
+        if cluster is not None and book.drained:
+            off = {g.id for g in cluster.gpus if g.machine in book.drained}
+            kept = (replace(x, gpus=x.gpus - off) for x in granted)
+            granted = tuple(x for x in kept if x.gpus)
         bids = [p.bids[a] for a in outcome.participants if a in self.sessions.apps]
         last_bids = dict(book.state.last_bids)
         last_bids.update((b.app_id, b) for b in bids)
@@ -290,6 +298,18 @@ class SchedulerLoop:
         app = self.sessions.apps[app_id]
         gangs = [int(j.get("gang_size") or 0) for j in app.jobs]  # type: ignore[call-overload]
         return min(max([g for g in gangs if g > 0], default=app.max_gpu_demand), app.max_gpu_demand)
+
+    def _within_gang(self, app_id: str, held: frozenset[str], now: float) -> frozenset[str]:
+        """``held`` cut to the app's gang: the GPUs whose leases end last (then by id)."""
+        gang = self._gang(app_id)
+        if len(held) <= gang:
+            return held
+        ends: dict[str, float] = {}
+        for lease in self.book.state.leases:
+            if lease.app_id == app_id and lease.live_at(now):
+                for g in lease.gpus:
+                    ends[g] = max(ends.get(g, now), lease.end)
+        return frozenset(sorted(held, key=lambda g: (-ends.get(g, now), g))[:gang])
 
     def _job_view(self, app_id: str, now: float, held: frozenset[str]) -> JobView:
         app = self.sessions.apps[app_id]
@@ -334,6 +354,11 @@ class SchedulerLoop:
         held = {a: holdings.get(a, frozenset()) & cluster.gpu_ids for a in order}
         if not partial_ok:  # a gang cut by a lost node cannot run: the policy places it anew
             held = {a: g if len(g) >= self._gang(a) else frozenset() for a, g in held.items()}
+        # An app placed anew while GPUs it held before are in their grace period holds more
+        # than its gang: the policy sees the gang it keeps (the GPUs held longest from now);
+        # the others end with their grace as planned. Shown all, every decision that keeps
+        # them would exceed the gang and be rejected, and the policy would stop deciding.
+        held = {a: self._within_gang(a, g, now) for a, g in held.items()}
         jobs = tuple(self._job_view(a, now, held[a]) for a in order)
         # GPUs still leased to apps without a session look free to the policy; a grant of one
         # starts when that lease ends (plan_leases), so no GPU is ever in two live leases.

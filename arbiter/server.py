@@ -40,6 +40,7 @@ __all__ = [
     "admin_token_for",
     "serve_forever",
     "service_token_for",
+    "submit_token_for",
 ]
 
 log = logging.getLogger("yarn_arbiter.server")
@@ -89,6 +90,13 @@ def admin_token_for(config: Config) -> tuple[str, Path]:
     return token_file_for(config, "arbiter.admin.token-file", "admin-token")
 
 
+def submit_token_for(config: Config) -> tuple[str, Path]:
+    """The credential submitters register apps with (``x-submit-token``; ``yarn-arbiter submit
+    --submit-token-file``) and its file (created 0600 if missing); see
+    :mod:`arbiter.admission`."""
+    return token_file_for(config, "arbiter.admission.submit-token-file", "submit-token")
+
+
 def service_token_for(config: Config) -> tuple[str, Path]:
     """The credential the arbiter issues to query services (HiveServer2's hooks register the
     queries of plain beeline users with it) and its file (created 0600 if missing)."""
@@ -106,6 +114,7 @@ class RunningArbiter:
         *,
         admin_token: str,
         service_token: str | None = None,
+        submit_token: str | None = None,
         clock: Callable[[], float] = time.time,
         tick_seconds: float = 0.05,
         decider: Decider | None = None,
@@ -124,6 +133,7 @@ class RunningArbiter:
             self.journal,
             admin_token=admin_token,
             service_token=service_token,
+            submit_token=submit_token,
             clock=clock,
             decider=self.telemetry.decider(decider if decider is not None else decide_inline),
             topology_from_rm=topology_from_rm,
@@ -229,6 +239,7 @@ def serve_forever(
         signal.signal(sig, lambda *_: done.set())
     token, token_path = admin_token_for(config)
     service_token, service_path = service_token_for(config)
+    submit_token, submit_path = submit_token_for(config)
     decider = ProcessDecider() if config["arbiter.auction.worker-process"] else None
     try:
         arbiter = RunningArbiter(
@@ -236,6 +247,7 @@ def serve_forever(
             config,
             admin_token=token,
             service_token=service_token,
+            submit_token=submit_token,
             decider=decider,
             topology_from_rm=topology_from_rm,
         ).start()
@@ -251,13 +263,14 @@ def serve_forever(
         raise
     log.info(
         "arbiter serving cluster %s (%d GPUs) on port %d; journal %s; admin token in %s; "
-        "query-service token in %s%s",
+        "query-service token in %s; submitters' token in %s%s",
         cluster.name,
         cluster.num_gpus,
         arbiter.port,
         config["arbiter.journal.path"],
         token_path,
         service_path,
+        submit_path,
         "".join(f"; {description}" for description, _ in attach),
     )
     print(

@@ -26,6 +26,7 @@ from grpc_health.v1 import _async as health_async
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from arbiter.admission import Credentials
 from arbiter.cluster import Cluster
 from arbiter.config import Config
 from arbiter.core import (
@@ -58,14 +59,27 @@ log = logging.getLogger("yarn_arbiter.service")
 _STATUS = {code: getattr(grpc.StatusCode, code.value) for code in Code}
 
 
+# Every method the server serves, by full name; a call to any other counts as "unknown", so a
+# caller inventing method names cannot add a /metrics series per name.
+_SERVED = frozenset(
+    f"/{service.full_name}/{method.name}"
+    for descriptor in (pb.DESCRIPTOR, health_pb2.DESCRIPTOR)
+    for service in descriptor.services_by_name.values()
+    for method in service.methods
+) | {f"/{reflection.SERVICE_NAME}/ServerReflectionInfo"}
+UNKNOWN_METHOD = "unknown"
+
+
 class _CountCalls(grpc.aio.ServerInterceptor):
-    """Counts every call by method name into ``core.rpc_calls`` (for ``/metrics``)."""
+    """Counts every call by method name into ``core.rpc_calls`` (for ``/metrics``); calls to
+    methods the server does not serve are counted under :data:`UNKNOWN_METHOD`."""
 
     def __init__(self, core: ArbiterCore) -> None:
         self.calls = core.rpc_calls
 
     async def intercept_service(self, continuation, handler_call_details):
-        self.calls[handler_call_details.method.rsplit("/", 1)[-1]] += 1
+        method = handler_call_details.method
+        self.calls[method.rsplit("/", 1)[-1] if method in _SERVED else UNKNOWN_METHOD] += 1
         return await continuation(handler_call_details)
 
 
@@ -91,6 +105,15 @@ def _metadata(context: grpc.aio.ServicerContext, key: str) -> str | None:
         if k == key:
             return v
     return None
+
+
+def _credentials_of(context: grpc.aio.ServicerContext) -> Credentials:
+    """The registration credentials a call carries (:mod:`arbiter.admission`)."""
+    return Credentials(
+        admin=_metadata(context, "x-admin-token"),
+        submit=_metadata(context, "x-submit-token"),
+        service=_metadata(context, "x-service-token"),
+    )
 
 
 async def _abort(context: grpc.aio.ServicerContext, err: RequestError, core: ArbiterCore) -> None:
@@ -146,6 +169,8 @@ class AppMasterService(rpc.AppMasterServicer):
                 max_gpu_demand=request.max_gpu_demand,
                 jobs=jobs,
                 yarn_app_id=request.yarn_application_id,
+                credentials=_credentials_of(context),
+                request_bytes=request.ByteSize(),
             )
         except RequestError as err:
             await _abort(context, err, self.core)
@@ -225,9 +250,10 @@ class AppMasterService(rpc.AppMasterServicer):
     async def ReportProgress(self, request, context):
         try:
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
-            if math.isnan(request.iter_time_s) or request.iter_time_s < 0:
+            if not (math.isfinite(request.iter_time_s) and request.iter_time_s >= 0):
                 raise RequestError(
-                    Code.INVALID_ARGUMENT, f"iter_time_s must be >= 0, got {request.iter_time_s}"
+                    Code.INVALID_ARGUMENT,
+                    f"iter_time_s must be a finite number >= 0, got {request.iter_time_s}",
                 )
             unknown = [g for g in request.placement_gpu_ids if g not in self.core.cluster]
             if unknown:
@@ -255,7 +281,8 @@ class QueryShareService(rpc.QueryShareServicer):
             job_id, token = self.core.register_query(
                 request.query_name,
                 user=request.user[:256],
-                service_token=_metadata(context, "x-service-token"),
+                credentials=_credentials_of(context),
+                request_bytes=request.ByteSize(),
             )
         except RequestError as err:
             await _abort(context, err, self.core)
@@ -303,10 +330,14 @@ class AdminService(rpc.AdminServicer):
 
     async def ListLeases(self, request, context):
         await self._admin(context)
-        leases = self.core.snapshot().leases
+        snap = self.core.snapshot()
+        # live and reserved leases; one past its term is not listed even while the journal
+        # cannot commit its expiry
         return pb.ListLeasesResponse(
             leases=[
-                lease_to_pb(x) for x in leases if not request.app_id or x.app_id == request.app_id
+                lease_to_pb(x)
+                for x in snap.leases
+                if x.end > snap.now and (not request.app_id or x.app_id == request.app_id)
             ]
         )
 
@@ -363,6 +394,18 @@ def _credentials(config: Config) -> grpc.ServerCredentials | None:
         return path.read_bytes()
 
     pair = [(read("arbiter.grpc.tls.key"), read("arbiter.grpc.tls.cert"))]
+    import ssl
+
+    try:  # gRPC reports a key that does not match the certificate only as a failed bind
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(
+            config["arbiter.grpc.tls.cert"], config["arbiter.grpc.tls.key"]
+        )
+    except ssl.SSLError as exc:
+        raise ValueError(
+            f"arbiter.grpc.tls.key {config['arbiter.grpc.tls.key']} does not go with "
+            f"arbiter.grpc.tls.cert {config['arbiter.grpc.tls.cert']} (or either is not PEM): "
+            f"{exc.reason or exc}"
+        ) from None
     if config["arbiter.grpc.tls.client-ca"]:
         return grpc.ssl_server_credentials(
             pair, root_certificates=read("arbiter.grpc.tls.client-ca"), require_client_auth=True
@@ -398,8 +441,21 @@ async def build_server(
     health_servicer = health_async.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = ("", "yarnarbiter.v1.AppMaster", "yarnarbiter.v1.QueryShare", "yarnarbiter.v1.Admin")
-    for name in names:
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def set_health(healthy: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if healthy else (
+            health_pb2.HealthCheckResponse.NOT_SERVING)  # fmt: skip
+        for name in names:
+            await health_servicer.set(name, status)
+
+    await set_health(core.healthy)
+    loop = asyncio.get_running_loop()
+    # the core reports a journal that stops (or starts again) committing from any thread
+
+    def on_health(healthy: bool) -> None:
+        asyncio.run_coroutine_threadsafe(set_health(healthy), loop)
+
+    core.health_listeners.append(on_health)
     reflection.enable_server_reflection(
         (
             pb.DESCRIPTOR.services_by_name["AppMaster"].full_name,
@@ -410,7 +466,14 @@ async def build_server(
         ),
         server,
     )
-    address = f"[::]:{core.config['arbiter.grpc.port']}"
+    host = core.config["arbiter.grpc.bind-host"].strip()
+    host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    address = f"{host}:{core.config['arbiter.grpc.port']}"
     creds = _credentials(core.config)
-    port = server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+    try:
+        port = (
+            server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+        )
+    except RuntimeError as exc:  # gRPC's "Failed to bind": in use, or not an address here
+        raise OSError(f"gRPC cannot listen on {address} (arbiter.grpc.bind-host, --port)") from exc
     return server, port

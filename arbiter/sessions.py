@@ -64,10 +64,12 @@ class AppSessions:
         self.journal = journal
         self.apps: dict[str, AppRecord] = dict(apps)
         self._by_token: dict[str, str] = {a.token_hash: a.app_id for a in self.apps.values()}
-        self._admin_hash = hash_token(admin_token)
+        self.admin_hash = hash_token(admin_token)
         self.sessions: dict[str, Session] = {}
         self.rho_reports: dict[str, float] = {}
         self.progress: dict[str, Progress] = {}
+        # when each app was last heard from: registration, session, heartbeat, report
+        self.heard: dict[str, float] = {a.app_id: a.registered_at for a in self.apps.values()}
 
     # ------------------------------------------------------------------ authentication
 
@@ -90,7 +92,7 @@ class AppSessions:
     def authorize_admin(self, token: str | None) -> None:
         if not token:
             raise RequestError(Code.UNAUTHENTICATED, "missing x-admin-token metadata")
-        if not token_matches(token, self._admin_hash):
+        if not token_matches(token, self.admin_hash):
             raise RequestError(Code.PERMISSION_DENIED, "wrong admin token")
 
     # ------------------------------------------------------------------ apps
@@ -100,23 +102,35 @@ class AppSessions:
         self.journal.put_app(record)
         self.apps[record.app_id] = record
         self._by_token[record.token_hash] = record.app_id
+        self.heard[record.app_id] = record.registered_at
 
     def remove(self, app_id: str) -> AppRecord | None:
         """Forget ``app_id``: close its session, drop its record, token and reports."""
+        if app_id in self.apps:
+            self.journal.remove_app(app_id)  # first: a journal that fails changes nothing
         session = self.sessions.pop(app_id, None)
         if session is not None:
             session.outbox.put(CLOSE)
         record = self.apps.pop(app_id, None)
         if record is not None:
             self._by_token.pop(record.token_hash, None)
-            self.journal.remove_app(app_id)
         self.rho_reports.pop(app_id, None)
         self.progress.pop(app_id, None)
+        self.heard.pop(app_id, None)
         return record
 
     def members(self) -> list[str]:
         """Registered apps with an open session, sorted."""
         return sorted(a for a in self.sessions if a in self.apps)
+
+    def active(self, now: float, timeout: float) -> list[str]:
+        """Registered apps with an open session or heard from within ``timeout`` (one that
+        registered and has not connected yet, or is reconnecting, still wants GPUs)."""
+        return sorted(
+            a
+            for a in self.apps
+            if a in self.sessions or now - self.heard.get(a, -math.inf) <= timeout
+        )
 
     # ------------------------------------------------------------------ sessions
 
@@ -130,6 +144,7 @@ class AppSessions:
             old.outbox.put(CLOSE)
         session = Session(outbox if outbox is not None else queue.Queue(), now)
         self.sessions[app_id] = session
+        self.heard[app_id] = now
         for message in resend:
             session.outbox.put(message)
         return session.outbox
@@ -142,6 +157,8 @@ class AppSessions:
     def heartbeat(self, app_id: str, now: float) -> None:
         if app_id in self.sessions:
             self.sessions[app_id].last_seen = now
+        if app_id in self.apps:
+            self.heard[app_id] = now
 
     def send(self, app_id: str, message: object) -> None:
         """Put ``message`` on ``app_id``'s stream, if it has one open."""

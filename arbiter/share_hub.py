@@ -36,6 +36,8 @@ class QueryJob:
     user: str = ""
     via_service: bool = False  # registered by a query service (HiveServer2's hook)
     subscribers: list[Outbox] = field(default_factory=list)
+    idle_since: float | None = None  # when its last share stream closed (None: one is open)
+    admitted_by: str = ""  # the credential it registered with (arbiter.admission)
 
 
 class ShareHub:
@@ -59,7 +61,7 @@ class ShareHub:
         self, declared_capacity: Callable[[], Resources], *, service_token: str | None = None
     ) -> None:
         self._declared = declared_capacity
-        self._service_hash = hash_token(service_token) if service_token else None
+        self.service_hash = hash_token(service_token) if service_token else None
         self.queries: dict[str, QueryJob] = {}
         self.external_jobs = 0  # analytics apps the bridge sees on YARN (QOOP's |J|)
         self.analytics_capacity: Resources | None = None
@@ -71,19 +73,33 @@ class ShareHub:
         return self._declared()
 
     def register(
-        self, name: str, *, user: str = "", service_token: str | None = None
+        self,
+        name: str,
+        *,
+        user: str = "",
+        service_token: str | None = None,
+        now: float = 0.0,
+        admitted_by: str = "",
     ) -> tuple[str, str]:
         """A query joins |J|. ``service_token`` (a query service such as HiveServer2's hook,
         registering its users' queries) must be the credential this arbiter issued to query
         services; a wrong one is refused and nothing is registered."""
         via_service = service_token is not None
         if service_token is not None and (
-            self._service_hash is None or not token_matches(service_token, self._service_hash)
+            self.service_hash is None or not token_matches(service_token, self.service_hash)
         ):
             raise RequestError(Code.UNAUTHENTICATED, "wrong query-service token")
         token = new_token()
         job_id = f"query-{uuid.uuid4().hex[:12]}"
-        self.queries[job_id] = QueryJob(job_id, hash_token(token), name, user, via_service)
+        self.queries[job_id] = QueryJob(
+            job_id,
+            hash_token(token),
+            name,
+            user,
+            via_service,
+            idle_since=now,
+            admitted_by=admitted_by,
+        )
         self.broadcast(ShareCause.JOB_ARRIVED)
         return job_id, token
 
@@ -99,14 +115,26 @@ class ShareHub:
     def subscribe(self, job_id: str, outbox: Outbox | None = None) -> Outbox:
         q = outbox if outbox is not None else queue.Queue()
         self.queries[job_id].subscribers.append(q)
+        self.queries[job_id].idle_since = None
         self.epoch += 1
         q.put((job_id, self.share(ShareCause.SUBSCRIBED)))
         return q
 
-    def unsubscribe(self, job_id: str, q: Outbox) -> None:
+    def unsubscribe(self, job_id: str, q: Outbox, now: float = 0.0) -> None:
         job = self.queries.get(job_id)
         if job is not None and q in job.subscribers:
             job.subscribers.remove(q)
+            if not job.subscribers:
+                job.idle_since = now
+
+    def expire(self, now: float, idle_s: float) -> list[str]:
+        """Unregister the queries with no open share stream for more than ``idle_s`` (an
+        abandoned registration must not shrink every real query's share forever)."""
+        gone = [j.job_id for j in self.queries.values()
+                if j.idle_since is not None and now - j.idle_since > idle_s]  # fmt: skip
+        for job_id in gone:
+            self.unregister(job_id)
+        return gone
 
     def unregister(self, job_id: str) -> None:
         job = self.queries.pop(job_id, None)

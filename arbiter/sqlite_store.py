@@ -15,8 +15,11 @@ such a file the way both need:
 * ``check_same_thread=False`` with one re-entrant :attr:`SQLiteStore.lock` that serialises use of
   the connection across threads, and a busy timeout for writers in other processes;
 * the schema's DDL (``CREATE ... IF NOT EXISTS``) applied on every open, with the schema version
-  in ``PRAGMA user_version`` in the same transaction: 0 (a new or unversioned file) is stamped,
-  any other version than the caller's is refused *before* anything is written to the file;
+  in ``PRAGMA user_version`` in the same transaction: 0 (a new or unversioned file) is stamped;
+  an older version is upgraded by the caller's ``migrations`` (version ``k`` -> SQL taking a file
+  from ``k`` to ``k + 1``), every step and the new stamp in that one transaction, so a crash
+  leaves the file at the old version or the new one; any other version (newer, or older with
+  no migration path) is refused *before* anything is written to the file;
 * errors that say what is wrong with which file: a file that is not a database (or is damaged)
   or has another schema version raises the caller's ``corrupt`` error type (default
   :class:`StoreError`); a full disk, or a file that cannot be opened or written, raises
@@ -48,7 +51,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,6 +97,7 @@ class SQLiteStore:
         label: str = "database",
         hint: str = "",
         corrupt: Callable[[str], Exception] = StoreError,
+        migrations: Mapping[int, str] | None = None,
     ) -> None:
         if synchronous not in _SYNCHRONOUS:
             raise ValueError(
@@ -107,6 +111,8 @@ class SQLiteStore:
         self.label = label
         self.hint = hint
         self.version = version
+        self.migrations = dict(migrations or {})
+        self.migrated_from: int | None = None  # the version an upgrade on open started from
         self._corrupt = corrupt
         self.lock = threading.RLock()
         self.in_memory = self.path in _IN_MEMORY
@@ -146,14 +152,31 @@ class SQLiteStore:
                 # read again under the write lock: another process may have stamped the file
                 (found,) = db.execute("PRAGMA user_version").fetchone()
                 self._check_version(found)
+                if self.version is not None and 0 < found < self.version:
+                    for step in range(found, self.version):
+                        for sql in _statements(self.migrations[step]):
+                            db.execute(sql)
+                    self.migrated_from = found
+                    log.info("%s %s: schema upgraded from version %d to %d", self.label,
+                             self.path, found, self.version)  # fmt: skip
                 for sql in statements:
                     db.execute(sql)
-                if self.version is not None and found == 0:
+                if self.version is not None and found != self.version:
                     db.execute(f"PRAGMA user_version={int(self.version)}")
         return mode
 
+    def _upgradable(self, found: int) -> bool:
+        assert self.version is not None
+        return 0 < found < self.version and all(
+            k in self.migrations for k in range(found, self.version)
+        )
+
     def _check_version(self, found: int) -> None:
-        if self.version is not None and found not in (0, self.version):
+        if (
+            self.version is not None
+            and found not in (0, self.version)
+            and not self._upgradable(found)
+        ):
             raise self._corrupt(
                 f"{self.label} {self.path} has schema version {found}, this code reads "
                 f"{self.version}{self.hint}"

@@ -9,6 +9,14 @@ from collections.abc import Sequence
 __all__ = ["format_table"]
 
 
+def _printable(cell: str) -> str:
+    """``cell`` with every unprintable character (escapes, newlines, ...) as its Python
+    escape."""
+    if cell.isprintable():
+        return cell
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in cell)
+
+
 def format_table(
     headers: Sequence[str],
     rows: Sequence[Sequence[str]],
@@ -26,7 +34,14 @@ def format_table(
     ---  ----
     a       4
     bb     12
+
+    A cell is printed as text, never as terminal control (a name someone registered may hold
+    escapes or newlines):
+
+    >>> format_table(["name"], [["evil\\x1b[2J\\nline"]]).splitlines()[2]
+    'evil\\\\x1b[2J\\\\nline'
     """
+    rows = [[_printable(c) for c in r] for r in rows]
     aligns = [align] * len(headers) if isinstance(align, str) and len(align) == 1 else list(align)
     if len(aligns) != len(headers) or not set(aligns) <= {"<", ">"}:
         raise ValueError(f"align {align!r}: one '<' or '>' for all columns or one per column")

@@ -13,8 +13,8 @@ arbiter beside it offers the same kind of window (:mod:`arbiter.metrics` serves 
   the ResourceManager poll time by outcome. Every label set is bounded: methods are the
   proto's, codes gRPC's, states and sources fixed lists; nothing is labelled by app or user;
 * **health**, truthfully: the process is healthy while its scheduling loop ticks and its
-  journal commits (a commit that raised makes it unhealthy until one succeeds again; a health
-  flag the core itself exposes, ``journal_healthy``/``healthy``, is honoured too); it is
+  journal commits (a commit that raised makes it unhealthy until one succeeds again; so does
+  the core's own ``journal_error``, set while it refuses changes); it is
   *ready* when, in addition, every attachment that reports readiness (the YARN bridge: the RM
   answered recently) says so. ``/healthz`` answers the first, ``/readyz`` the second, so an
   RM failover makes the arbiter unready, never restarted by a liveness probe;
@@ -121,8 +121,14 @@ class TimedJournal:
     def remove_app(self, app_id: str) -> None:
         self._write(self.inner.remove_app, app_id)
 
-    def commit_round(self, state: ArbiterState, bids: Iterable[Bid] = ()) -> None:
-        self._write(self.inner.commit_round, state, bids, timed=True)
+    def commit_round(
+        self,
+        state: ArbiterState,
+        bids: Iterable[Bid] = (),
+        *,
+        drained: Iterable[str] | None = None,
+    ) -> None:
+        self._write(lambda: self.inner.commit_round(state, bids, drained=drained), timed=True)
 
     def put_knob(self, key: str, value: str) -> None:
         self._write(self.inner.put_knob, key, value)
@@ -419,17 +425,11 @@ class Telemetry:
                 if not journal_ok
                 else f"{self.journal.commits} round commits"
             )
-        core_flag = None
-        if self.core is not None:  # the core's own verdict, where it keeps one
-            for attr in ("journal_healthy", "healthy"):
-                value = getattr(self.core, attr, None)
-                if callable(value):
-                    value = value()
-                if isinstance(value, bool):
-                    core_flag = value
-                    break
-        if core_flag is False:
-            journal_ok, detail = False, f"the arbiter reports its journal unhealthy; {detail}"
+        # The core's own verdict: it keeps why the journal last failed to commit, and refuses
+        # changes (UNAVAILABLE) until a commit succeeds again.
+        error = getattr(self.core, "journal_error", None) if self.core is not None else None
+        if error is not None:
+            journal_ok, detail = False, f"the journal cannot commit: {error}"
         checks["journal"] = {"ok": journal_ok, "detail": detail}
         healthy = ticking and journal_ok
         ready = healthy

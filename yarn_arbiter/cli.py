@@ -555,6 +555,7 @@ def add_version_flags(parser: argparse.ArgumentParser, line: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from arbiter.about import version_line
+    from arbiter.sqlite_store import StoreError
 
     parser = build_parser()
     add_version_flags(parser, version_line("yarn-arbiter"))
@@ -571,6 +572,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ClusterSpecError, ValueError, FileNotFoundError, RMError) as exc:  # PolicyError too
         print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, StoreError) as exc:  # the environment, not the command line: a port in
+        # use, a journal that cannot be opened or written
+        print(f"yarn-arbiter: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from arbiter.cluster import Cluster
@@ -484,6 +485,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--tls-ca", help=f"CA bundle of the arbiter's TLS (default ${ENV_ARBITER_TLS_CA})"
     )
+    p.add_argument(
+        "--submit-token-file",
+        help="file holding the arbiter's submitters' credential (its "
+        "arbiter.admission.submit-token-file; default $YARN_ARBITER_SUBMIT_TOKEN_FILE); needed "
+        "unless the arbiter accepts anonymous registrations",
+    )
     p.add_argument("--tls-cert", help="client certificate (mutual TLS)")
     p.add_argument("--tls-key", help="client private key (mutual TLS)")
     p.add_argument(
@@ -605,6 +612,13 @@ def cmd_submit(
             lease_am=_lease_am(args, env),
         )
         credentials = channel_credentials(tls_ca, args.tls_cert, args.tls_key)
+        token_file = args.submit_token_file or env.get("YARN_ARBITER_SUBMIT_TOKEN_FILE")
+        submit_token = None
+        if token_file:
+            try:
+                submit_token = Path(token_file).read_text().strip()
+            except OSError as exc:
+                raise SubmitError(f"--submit-token-file {token_file}: {exc.strerror}") from None
         options: dict[str, Any] = {"user": args.rm_user, "deadline": args.timeout * 3}
         auth = auth_hook_from_args(args)
         if auth is not None:
@@ -618,6 +632,7 @@ def cmd_submit(
                 am_arbiter_address=args.am_arbiter,
                 am_tls_ca=args.am_tls_ca or tls_ca,
                 timeout=args.timeout,
+                submit_token=submit_token,
             )
             print(
                 f"yarn-arbiter submit: {done.yarn_app_id} is arbiter app {done.arbiter_app_id}",

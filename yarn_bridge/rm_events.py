@@ -525,12 +525,17 @@ def machine_of(node: NodeView, nodes: Iterable[NodeView], known: Iterable[NodeVi
 def bound(apps: Mapping[str, AppView], bindings: Mapping[str, str]) -> dict[str, AppView]:
     """``apps`` with every ML app's link to an arbiter app checked against the YARN id that app
     registered with (``bindings``: arbiter app id -> YARN application id, ``""`` when it
-    registered without one): a YARN app whose ``yarn-arbiter-app:<id>`` tag names an app bound
-    to *another* YARN application is unlinked (``arbiter_id=None``), so it can neither end that
-    app nor borrow its leases. Apps registered without a YARN id keep the tag's link.
+    registered without one): a YARN app whose ``yarn-arbiter-app:<id>`` tag names an app that
+    is not bound to *it* is unlinked (``arbiter_id=None``), so it can neither end that app nor
+    borrow its leases. A tag is text anyone submitting to YARN can write; only the binding
+    made at registration (``yarn-arbiter submit`` registers with the YARN id) is evidence. An
+    app registered without a YARN id (a standalone AM) is therefore never ended by a YARN app:
+    it ends by its own heartbeat timeout and lease expiry.
 
     >>> a = AppView("application_1_0002", "RUNNING", ML, arbiter_id="app-1")
     >>> bound({a.yarn_id: a}, {"app-1": "application_1_0001"})[a.yarn_id].arbiter_id is None
+    True
+    >>> bound({a.yarn_id: a}, {"app-1": ""})[a.yarn_id].arbiter_id is None
     True
     >>> bound({a.yarn_id: a}, {"app-1": "application_1_0002"})[a.yarn_id].arbiter_id
     'app-1'
@@ -538,7 +543,7 @@ def bound(apps: Mapping[str, AppView], bindings: Mapping[str, str]) -> dict[str,
     out = {}
     for yid, app in apps.items():
         want = bindings.get(app.arbiter_id or "", "")
-        if app.kind == ML and app.arbiter_id and want and want != yid:
+        if app.kind == ML and app.arbiter_id and want != yid:
             app = replace(app, arbiter_id=None)
         out[yid] = app
     return out

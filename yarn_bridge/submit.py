@@ -468,8 +468,10 @@ def register_app(
     yarn_app_id: str = "",
     credentials: grpc.ChannelCredentials | None = None,
     timeout: float = 10.0,
+    submit_token: str | None = None,
 ) -> tuple[str, str]:
-    """``RegisterApp`` on the arbiter; returns (app id, token)."""
+    """``RegisterApp`` on the arbiter; returns (app id, token). ``submit_token``: the
+    arbiter's submitters' credential (needed unless it accepts anonymous registrations)."""
     jobs = []
     if spec.gang_size > 0:
         job = {"job_id": "main", "gang_size": spec.gang_size, "max_gpus": spec.max_gpus}
@@ -488,7 +490,8 @@ def register_app(
         else grpc.insecure_channel(arbiter_address)
     )
     try:
-        reply = rpc.AppMasterStub(channel).RegisterApp(request, timeout=timeout)
+        metadata = [("x-submit-token", submit_token)] if submit_token else None
+        reply = rpc.AppMasterStub(channel).RegisterApp(request, timeout=timeout, metadata=metadata)
     except grpc.RpcError as exc:
         code = exc.code().name if hasattr(exc, "code") else "UNKNOWN"
         detail = exc.details() if hasattr(exc, "details") else str(exc)
@@ -509,6 +512,7 @@ def submit_ml_app(
     am_arbiter_address: str | None = None,
     am_tls_ca: str | None = None,
     timeout: float = 10.0,
+    submit_token: str | None = None,
 ) -> Submitted:
     """Submit ``spec`` (module docstring). ``arbiter_address`` is where this process reaches
     the arbiter; ``am_arbiter_address`` where the AM does (default the same); ``am_tls_ca`` the
@@ -526,6 +530,7 @@ def submit_ml_app(
         yarn_app_id=new.application_id,
         credentials=credentials,
         timeout=timeout,
+        submit_token=submit_token,
     )
     log.info("registered %s with the arbiter as %s", new.application_id, app_id)
     submission = build_submission(

@@ -106,6 +106,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from arbiter.messages import RequestError
 from yarn_bridge.env import ML_APP_TAG
 from yarn_bridge.rm import FINAL_STATES, RMClient, RMError, RMNotFound
 from yarn_bridge.rm_events import (
@@ -239,14 +240,14 @@ class Watcher:
         bindings = {k: getattr(r, "yarn_app_id", "") for k, r in records.items()}
         forged = sorted(
             y for y, a in apps.items()
-            if a.arbiter_id and bindings.get(a.arbiter_id, "") not in ("", y)
+            if a.arbiter_id and a.arbiter_id in bindings and bindings[a.arbiter_id] != y
         )  # fmt: skip
         for yid in forged:
             if yid not in self._forged:
                 self._forged.add(yid)
                 log.warning("YARN app %s carries the tag of arbiter app %s, which is bound to %s: "
                             "ignored", yid, apps[yid].arbiter_id,
-                            bindings[apps[yid].arbiter_id or ""])  # fmt: skip
+                            bindings[apps[yid].arbiter_id or ""] or "no YARN app")  # fmt: skip
         apps = bound(apps, bindings)
         registered = frozenset(records)
         linked = {a.arbiter_id for a in apps.values() if a.kind == ML and a.live}
@@ -318,10 +319,19 @@ class Watcher:
             self.stats.consecutive_failures = 0
             view, events = diff(self.view, obs, confirm_polls=self.confirm_polls,
                                 node_resync_s=self.node_resync_s)  # fmt: skip
-            self.view = view
             self.known_nodes.update(obs.nodes)
+            try:
+                self.apply(events, view)
+            except RequestError as exc:
+                # The arbiter refused (its journal cannot commit): the view stays where it
+                # was, so the same events come again next poll (applying them is idempotent).
+                self.stats.failures += 1
+                self.stats.last_error = exc.message
+                log.warning("the arbiter refused this poll's events; again next poll: %s",
+                            exc.message)  # fmt: skip
+                return None
+            self.view = view
             self.stats.events += len(events)
-            self.apply(events, view)
         if self.on_poll is not None:
             self.on_poll(view)
         return events

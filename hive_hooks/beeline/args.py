@@ -11,6 +11,7 @@ Beeline's conventions where beeline has one: ``-u -n -p -w -a -c -d -e -f -i``,
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any, TextIO
 
@@ -351,6 +352,12 @@ def check_args(args: argparse.Namespace) -> None:
     connecting."""
     if args.dry_run and not args.gc:
         raise CliError("--dry-run goes with --gc", EXIT_USAGE)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", args.checkpoint_db or ""):
+        raise CliError(
+            f"--checkpoint-db {args.checkpoint_db!r} is not a Hive database name "
+            "(letters, digits and _; not starting with a digit)",
+            EXIT_USAGE,
+        )
     if args.arbiter and args.share_profile:
         raise CliError("give --arbiter or --share-profile, not both", EXIT_USAGE)
     if args.share_profile:

@@ -32,6 +32,11 @@ from hive_hooks.jdbc import JdbcUrl
 
 __all__ = ["Replanner", "Session", "make_enforcer", "make_share"]
 
+#: How long connecting and HiveServer2's handshake (SASL, OpenSession) may take before the
+#: client gives up (a server that accepts and never answers would otherwise hang it); once the
+#: session is open the socket has no timeout, so long-running statements are not cut.
+CONNECT_TIMEOUT_S = 30.0
+
 _SET = re.compile(r"(?is)^set\s+(hivevar:|hiveconf:)?([^=\s]+)\s*=\s*(.*?)\s*$")
 _USE = re.compile(r"(?is)^use\s+`?([A-Za-z0-9_]+)`?\s*$")
 
@@ -47,8 +52,10 @@ class Session:
         password: str | None,
         hiveconf: dict[str, str],
         hivevar: dict[str, str],
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
     ) -> None:
         self.url = url
+        self.connect_timeout_s = connect_timeout_s
         self.user, self.password = user, password
         self.database = url.database
         self.hiveconf = dict(hiveconf)
@@ -64,7 +71,9 @@ class Session:
         kwargs = self.url.pyhive_kwargs(self.user, self.password)
         kwargs["database"] = self.database
         kwargs["configuration"] = {f"set:hiveconf:{k}": v for k, v in self.hiveconf.items()}
-        return hive.connect(**kwargs)
+        if kwargs.get("scheme") in ("http", "https"):
+            return hive.connect(**kwargs)
+        return _connect_binary(kwargs, self.connect_timeout_s)
 
     @property
     def conn(self) -> Any:
@@ -219,3 +228,37 @@ class Replanner:
             with contextlib.suppress(sqlite3.Error):
                 self._registry.close()
             self._registry = None
+
+
+def _connect_binary(kwargs: dict[str, Any], timeout_s: float) -> Any:
+    """``pyhive.hive.connect`` over the binary transport, built as pyhive builds it (SASL PLAIN
+    or GSSAPI, or NOSASL) on a socket with a timeout for the connect and the handshake, which
+    is lifted once the session is open (:data:`CONNECT_TIMEOUT_S`)."""
+    from pyhive import hive
+    from thrift.transport import TSocket, TTransport
+
+    kw = dict(kwargs)
+    host, port = kw.pop("host"), kw.pop("port", None) or 10000
+    auth = kw.pop("auth", None) or "NONE"
+    password = kw.pop("password", None)
+    service = kw.pop("kerberos_service_name", None)
+    sock = TSocket.TSocket(host, port)
+    sock.setTimeout(timeout_s * 1000)
+    if auth == "NOSASL":
+        transport: Any = TTransport.TBufferedTransport(sock)
+    else:
+        import thrift_sasl
+
+        mech = "GSSAPI" if auth == "KERBEROS" else "PLAIN"
+        secret = password if password is not None or mech == "GSSAPI" else "x"
+        user = kw.get("username")
+
+        def sasl() -> Any:
+            return hive.get_installed_sasl(
+                host=host, sasl_auth=mech, service=service, username=user, password=secret
+            )
+
+        transport = thrift_sasl.TSaslClientTransport(sasl, mech, sock)
+    conn = hive.connect(thrift_transport=transport, **kw)
+    sock.setTimeout(None)  # the session is open: statements may run as long as they run
+    return conn

@@ -138,14 +138,26 @@ def leased_app(core: ArbiterCore, demand: int) -> tuple[str, queue.Queue]:
     return app_id, q
 
 
-def yarn_ml_app(emu: RMEmulator, arbiter_id: str, gpus: int, seconds: float = 60.0) -> str:
-    return emu.add_app(
+def yarn_ml_app(
+    emu: RMEmulator,
+    arbiter_id: str,
+    gpus: int,
+    seconds: float = 60.0,
+    core: ArbiterCore | None = None,
+) -> str:
+    """A YARN ML app tagged with ``arbiter_id``; given the ``core``, the arbiter app is bound to
+    it as ``yarn-arbiter submit`` binds it (registered with the YARN id): only a bound app is
+    ended by its YARN app (a tag alone is no evidence)."""
+    yid = emu.add_app(
         name="trainer",
         queue="ml",
         gpus=gpus,
         seconds=seconds,
         tags=(ML_APP_TAG, arbiter_app_tag(arbiter_id)),
     )
+    if core is not None:
+        core.sessions.add(replace(core.apps[arbiter_id], yarn_app_id=yid))
+    return yid
 
 
 def kinds(events) -> list[str]:
@@ -303,7 +315,7 @@ def test_initial_cluster_comes_from_the_rm(emu: RMEmulator) -> None:
 
 def test_ml_app_finished_frees_its_leases(emu: RMEmulator, core: ArbiterCore) -> None:
     app_id, q = leased_app(core, 4)
-    yid = yarn_ml_app(emu, app_id, gpus=4, seconds=30)
+    yid = yarn_ml_app(emu, app_id, gpus=4, seconds=30, core=core)
     b = bridge(core, emu.url)
     events = b.watcher.poll_once()
     assert events is not None
@@ -516,7 +528,7 @@ def test_revoked_lease_ends_in_a_kill_after_the_grace_period_not_before(
     emu: RMEmulator, core: ArbiterCore, clock: Clock
 ) -> None:
     app_id, q = leased_app(core, 8)
-    yid = yarn_ml_app(emu, app_id, gpus=8, seconds=3600)
+    yid = yarn_ml_app(emu, app_id, gpus=8, seconds=3600, core=core)
     emu.advance(2)
     b = bridge(core, emu.url, slack_s=2.0)
     assert b.tick() and b.view.apps[yid].gpus_used == 8 and b.enforcer.log == []
@@ -549,7 +561,7 @@ def test_an_am_that_releases_in_time_is_not_killed(
     emu: RMEmulator, core: ArbiterCore, clock: Clock
 ) -> None:
     app_id, _ = leased_app(core, 8)
-    yid = yarn_ml_app(emu, app_id, gpus=8, seconds=3600)
+    yid = yarn_ml_app(emu, app_id, gpus=8, seconds=3600, core=core)
     emu.advance(2)
     b = bridge(core, emu.url, slack_s=0.0)
     b.tick()
@@ -625,7 +637,7 @@ def _baseline(
     emu: RMEmulator, core: ArbiterCore
 ) -> tuple[str, str, queue.Queue, queue.Queue, Bridge]:
     app_id, q = leased_app(core, 4)
-    yid = yarn_ml_app(emu, app_id, gpus=4, seconds=3600)
+    yid = yarn_ml_app(emu, app_id, gpus=4, seconds=3600, core=core)
     emu.advance(2)
     job, _ = core.register_query("q")
     sub = core.subscribe_share(job)
@@ -716,7 +728,7 @@ def test_rm_ha_failover_mid_run(tmp_path: Path, clock: Clock, mode: str) -> None
                   standby_mode=mode) as pair:  # fmt: skip
         core = make_core(tmp_path, initial_cluster(pair.urls, rm_options=FAST), clock)
         app_id, q = leased_app(core, 4)
-        yid = yarn_ml_app(pair.active, app_id, gpus=4, seconds=30)
+        yid = yarn_ml_app(pair.active, app_id, gpus=4, seconds=30, core=core)
         b = bridge(core, pair.urls)
         assert b.tick() and yid in b.view.apps
         assert b.rm.active_url == pair.urls[0]
@@ -932,7 +944,7 @@ def test_serve_settings_and_the_bridge_thread(tmp_path: Path) -> None:
             app_id, _ = arb.core.register_app(
                 app_name="a", user="u", queue_name="ml", max_gpu_demand=2
             )
-            yid = yarn_ml_app(emu, app_id, gpus=2, seconds=10)
+            yid = yarn_ml_app(emu, app_id, gpus=2, seconds=10, core=arb.core)
             emu.add_node("node-02", gpus=4)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and (
@@ -954,7 +966,7 @@ def test_arbiter_apps_that_ended_while_the_bridge_was_away(
     emu: RMEmulator, core: ArbiterCore
 ) -> None:
     app_id, q = leased_app(core, 4)
-    yid = yarn_ml_app(emu, app_id, gpus=4, seconds=5)
+    yid = yarn_ml_app(emu, app_id, gpus=4, seconds=5, core=core)
     emu.advance(10)  # it ran and finished before any bridge watched
     assert emu.cluster.app_state(yid) == "FINISHED"
     b = bridge(core, emu.url)

@@ -259,8 +259,11 @@ def test_book_renew_refused_on_drained_machine_and_when_others_wait() -> None:
         book.renew("a", lease_id(x), now=50.0, cluster=CLUSTER, waiting=1, seconds=600.0)
     assert code_of(exc) is Code.FAILED_PRECONDITION and "wait" in exc.value.message
     longer = book.renew("a", lease_id(x), now=50.0, cluster=CLUSTER, waiting=0, seconds=600.0)
-    assert (longer.start, longer.end, longer.gpus) == (0.0, 700.0, NODE0)
+    assert (longer.start, longer.end, longer.gpus) == (0.0, 650.0, NODE0)  # 600 s from now
     assert longer in book.state.leases and x not in book.state.leases
+    again = book.renew("a", lease_id(longer), now=51.0, cluster=CLUSTER, waiting=0, seconds=600.0)
+    assert again.end == 651.0  # renewals do not stack
+    longer = again
     book.drain("node-001", 1000.0, now=60.0, cluster=CLUSTER)  # grace past its term: no cut
     assert y in book.state.leases
     with pytest.raises(RequestError) as exc:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from arbiter.journal import JournalCorrupt, SQLiteJournal
+from arbiter.journal import SCHEMA_VERSION, JournalCorrupt, SQLiteJournal
 from arbiter.sqlite_store import SQLiteStore, StoreError, _statements
 from hive_hooks.registry import CheckpointRegistry
 
@@ -207,12 +207,13 @@ def test_journal_refuses_a_bad_file_and_a_newer_schema(tmp_path: Path) -> None:
         SQLiteJournal(bad)
     path = tmp_path / "j.db"
     SQLiteJournal(path).close()
-    assert user_version(path) == 1
+    assert user_version(path) == SCHEMA_VERSION
     db = sqlite3.connect(path)
-    db.execute("PRAGMA user_version=2")
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     db.commit()
     db.close()
-    with pytest.raises(JournalCorrupt, match="has schema version 2, this code reads 1"):
+    newer = f"has schema version {SCHEMA_VERSION + 1}, this code reads {SCHEMA_VERSION}"
+    with pytest.raises(JournalCorrupt, match=newer):
         SQLiteJournal(path)
 
 
@@ -224,12 +225,12 @@ def test_a_journal_from_before_user_version_is_stamped(tmp_path: Path) -> None:
     db.commit()
     db.close()
     SQLiteJournal(path).close()
-    assert user_version(path) == 1
+    assert user_version(path) == SCHEMA_VERSION
     db = sqlite3.connect(path)
     db.execute("UPDATE meta SET value='7' WHERE key='schema'")  # the older marker still counts
     db.commit()
     db.close()
-    with pytest.raises(JournalCorrupt, match="has schema 7, this build reads 1"):
+    with pytest.raises(JournalCorrupt, match=f"has schema 7, this build reads {SCHEMA_VERSION}"):
         SQLiteJournal(path)
 
 
