@@ -75,9 +75,24 @@ class CostConfig:
     memory_step_mb: float = 128.0
     hash_overhead: float = 2.0  # memory bytes per byte of hash-join build side
     broadcast_bytes: float = 64 * MB  # build sides up to this size are broadcast to every task
+    # physical alternatives (qoop_planner.physical)
+    map_join_mb_s: float = 100.0  # broadcast join: probe side read in splits, no shuffle
+    broadcast_build_mb_s: float = 200.0  # broadcast join: every task builds the whole table
+    shuffle_block_s: float = 0.002  # shuffle join: per block fetched (input tasks x partitions)
+    sort_buffer_mb: float = 512.0  # sort-merge join: in-memory sort buffer per task
+    spill_mb_s: float = 100.0  # sort-merge join: what exceeds the buffer is written and re-read
 
     def __post_init__(self) -> None:
-        for name in ("split_bytes", "scan_mb_s", "join_mb_s", "final_mb_s", "default_rows"):
+        for name in (
+            "split_bytes",
+            "scan_mb_s",
+            "join_mb_s",
+            "final_mb_s",
+            "default_rows",
+            "map_join_mb_s",
+            "broadcast_build_mb_s",
+            "spill_mb_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 

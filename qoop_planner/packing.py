@@ -12,8 +12,10 @@ What counts as done (progress propagation, spec A.4.2):
 * a stage whose signature is in ``progress.checkpointed`` is available at time 0, whatever plan
   computed it, and nothing below it is needed any more (the walk from the root stops there);
 * a stage of ``progress.running`` gets *task-level* credit (``tasks - tasks_done`` tasks left)
-  only when the plan is the current plan (``progress.current_plan``); in any other plan the same
-  signature is not credited, because partitioning may differ across plans;
+  in the current plan (``progress.current_plan``); in any other plan only if the running stage
+  reports the same :attr:`~qoop_planner.model.Stage.form` as the plan's stage (same signature
+  and partitioning: the same tasks, e.g. a scan every plan shares), because partitioning may
+  differ across plans (spec A.4.2);
 * a credited stage with no task left is done (its inputs are not needed either).
 
 Choices where the seed is silent (spec A.4.3 marks the simulator an assumption):
@@ -101,6 +103,7 @@ class _Compiled:
         "dem_c",
         "dem_m",
         "dur",
+        "forms",
         "ids",
         "inputs",
         "n",
@@ -117,6 +120,7 @@ class _Compiled:
         self.n = len(stages)
         self.ids = [s.stage_id for s in stages]
         self.sigs = [s.signature for s in stages]
+        self.forms = [s.form for s in stages]
         self.sig_hash = [hash(s) for s in self.sigs]
         self.inputs = [tuple(index[j] for j in s.inputs) for s in stages]
         consumers: list[list[int]] = [[] for _ in stages]
@@ -171,12 +175,13 @@ def _progress_view(progress: Progress) -> tuple[frozenset[int], frozenset[int]]:
 
 
 def _remaining(cp: _Compiled, progress: Progress, credit: bool) -> list[int]:
-    """rem[i] = tasks left of needed stage i, or _AVAILABLE (module docstring)."""
+    """rem[i] = tasks left of needed stage i, or _AVAILABLE (module docstring).
+
+    ``credit``: the plan is the current plan, so every running stage of it is credited;
+    otherwise only running stages of the same signature *and* form (same tasks)."""
     ckpt = progress.checkpointed
     running: Mapping[StageSignature, RunningStage] = progress.running
     ck_h, run_h = _progress_view(progress)
-    if not credit:
-        run_h = frozenset()
     hashes = cp.sig_hash
     rem = [_AVAILABLE] * cp.n
     seen = [False] * cp.n
@@ -192,7 +197,7 @@ def _remaining(cp: _Compiled, progress: Progress, credit: bool) -> list[int]:
         r = cp.tasks[i]
         if h in run_h:
             rs = running.get(cp.sigs[i])
-            if rs is not None:
+            if rs is not None and (credit or (rs.form and rs.form == cp.forms[i])):
                 r = max(0, r - max(0, int(rs.tasks_done)))
                 if r == 0:
                     continue  # every task finished: done, inputs not needed
@@ -670,10 +675,12 @@ def advance(plan: Plan, progress: Progress, share: Share, seconds: float) -> Pro
     Stages finished by then (tasks ending exactly at the horizon included) are added to
     ``checkpointed``, and so are stages credited as finished; stages with a task started are
     ``running``: tasks finished so far, and seconds since their first task started (plus the
-    time already reported for a stage that was running before). Nothing is launched at the
+    time already reported for a stage that was running before), with the stage's form. Running
+    stages of another plan carry over when ``plan`` has them in the same form. Nothing is
+    launched at the
     horizon itself (the share changes then), and tasks still in flight are not counted (the
-    estimator restarts them). ``progress.running`` entries of stages not in ``plan`` (or all of
-    them, when ``progress`` is not of ``plan``) are dropped. Used to replay share profiles.
+    estimator restarts them). Other ``progress.running`` entries are dropped. Used to replay
+    share profiles.
     """
     if seconds < 0:
         raise ValueError(f"seconds must be >= 0, got {seconds}")
@@ -684,22 +691,28 @@ def advance(plan: Plan, progress: Progress, share: Share, seconds: float) -> Pro
     res = _simulate(cp, rem, share, seconds)
     ckpt = set(progress.checkpointed)
     running: dict[StageSignature, RunningStage] = {}
-    old = progress.running if credit else {}
+    old = {
+        sig: rs
+        for sig, rs in progress.running.items()
+        if credit or (rs.form and rs.form in cp.forms)
+    }
     for i in range(cp.n):
         sig = cp.sigs[i]
+        before = old.get(sig)
+        if before is not None and not credit and before.form != cp.forms[i]:
+            before = None
         if rem0[i] == _AVAILABLE:
-            rs = old.get(sig)
-            if rs is not None and rs.tasks_done >= cp.tasks[i]:
+            if before is not None and before.tasks_done >= cp.tasks[i]:
                 ckpt.add(sig)  # every task finished: the stage is done
             continue
         if res.done[i]:
             ckpt.add(sig)
             continue
-        before = old.get(sig)
         first_start = res.first_start[i]
+        form = cp.forms[i]
         if before is not None:
             done = cp.tasks[i] - rem0[i] + res.completed[i]
-            running[sig] = RunningStage(done, before.elapsed_s + res.t)
+            running[sig] = RunningStage(done, before.elapsed_s + res.t, form)
         elif first_start is not None:
-            running[sig] = RunningStage(res.completed[i], res.t - first_start)
+            running[sig] = RunningStage(res.completed[i], res.t - first_start, form)
     return Progress(plan.plan_id, frozenset(ckpt), running)

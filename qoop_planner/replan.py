@@ -202,7 +202,7 @@ def rewrite(plan: Plan, progress: Progress) -> Plan:
             )
         stages.append(st)
     work = sum(plan.stages[i].cost.work for i in needed)
-    return Plan(plan.plan_id, plan.query_id, tuple(stages), plan.root, work)
+    return Plan(plan.plan_id, plan.query_id, tuple(stages), plan.root, work, plan.physical)
 
 
 def _backtrack_depth(current: Plan, kept: set[StageSignature], progress: Progress) -> int:

@@ -270,12 +270,28 @@ def test_running_stage_credit_only_for_the_current_plan():
     assert set(remaining_tasks(k, done_ab)) == {"C", "D", "CD", "ABCD"}
 
 
+def test_running_stage_of_the_same_form_is_credited_in_every_plan():
+    p1 = plan("p1", stage("S", "a", tasks=4, task_s=10))
+    p2 = plan("p2", stage("T", "a", tasks=4, task_s=10))  # same signature, same form
+    p3 = plan("p3", stage("U", "a", tasks=8, task_s=5))  # same signature, other partitioning
+    assert p1.stages[0].form == p2.stages[0].form != p3.stages[0].form
+    progress = advance(p1, Progress("p1"), share(2), 10.0)  # first wave of 2 done
+    assert progress.running[sig("a")] == RunningStage(2, 10.0, p1.stages[0].form)
+    assert remaining_tasks(p2, progress) == {"T": 2}
+    assert remaining_tasks(p3, progress) == {"U": 8}
+    assert estimate(p2, progress, share(2)).finish_s == 10.0
+    # switching to p2 carries the running stage over; to p3 it does not
+    assert advance(p2, progress, share(2), 0.0).running == {sig("a"): progress.running[sig("a")]}
+    assert advance(p3, progress, share(2), 0.0).running == {}
+
+
 def test_advance_reports_progress_and_drops_tasks_in_flight():
     p = plan("p", stage("S", "a", tasks=4, task_s=10), stage("F", "a", ("S",), 1, 5, top="agg"))
     prog = advance(p, Progress("p"), share(2), 15.0)
     assert prog.current_plan == "p"
     assert prog.checkpointed == frozenset()
-    assert prog.running == {sig("a"): RunningStage(tasks_done=2, elapsed_s=15.0)}
+    # the running stage carries its form (kind, method, tasks): intended since forms exist
+    assert prog.running == {sig("a"): RunningStage(tasks_done=2, elapsed_s=15.0, form="scan::4")}
     # the second wave (in flight at 15 s) restarts: 2 tasks, one wave, then F
     assert estimate(p, prog, share(2)).finish_s == 15.0
     prog = advance(p, prog, share(2), 10.0)
