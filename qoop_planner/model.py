@@ -182,12 +182,14 @@ class Plan:
 
 @dataclass(frozen=True)
 class RunningStage:
-    """A running stage: tasks finished so far, time spent, and its :attr:`Stage.form` ("" if
-    unknown; then only the plan it runs in gets credit for its tasks)."""
+    """A running stage: tasks finished so far, time spent, its :attr:`Stage.form` ("" if
+    unknown; then only the plan it runs in gets credit for its tasks), and the seconds each
+    task in flight has run (empty: tasks in flight are not reported and start again)."""
 
     tasks_done: int
     elapsed_s: float
     form: str = ""
+    in_flight: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

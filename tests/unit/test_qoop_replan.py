@@ -305,6 +305,49 @@ def test_advance_reports_progress_and_drops_tasks_in_flight():
         advance(p, Progress("p"), share(2), -1.0)
 
 
+def test_advance_keeps_tasks_in_flight_and_a_decrease_fails_some():
+    p = plan("p", stage("S", "a", tasks=4, task_s=10), stage("F", "a", ("S",), 1, 5, top="agg"))
+    prog = advance(p, Progress("p"), share(2), 15.0, keep_in_flight=True)
+    # the second wave started at 10 s: two tasks 5 s into their 10 s
+    assert prog.running == {sig("a"): RunningStage(2, 15.0, "scan::4", (5.0, 5.0))}
+    assert estimate(p, prog, share(2)).finish_s == 10.0  # 5 s left, then F
+    assert estimate(p, prog, share(8)).finish_s == 10.0  # more vcores do not speed them up
+    # one vcore: one task keeps its slot (5 s left), the other fails and starts again
+    assert estimate(p, prog, share(1)).finish_s == 20.0
+    assert lower_bound(p, prog, share(1)) <= 20.0
+    # another plan with the stage in the same form lets the tasks finish too; another form not
+    same = plan(
+        "q", stage("S2", "a", tasks=4, task_s=10), stage("F", "a", ("S2",), 1, 5, top="agg")
+    )
+    other = plan(
+        "r", stage("S3", "a", tasks=2, task_s=20), stage("F", "a", ("S3",), 1, 5, top="agg")
+    )
+    assert estimate(same, prog, share(2)).finish_s == 10.0
+    assert estimate(other, prog, share(2)).finish_s == 25.0
+    # the tasks finish during the next advance: the stage is checkpointed
+    nxt = advance(p, prog, share(2), 6.0, keep_in_flight=True)
+    assert sig("a") in nxt.checkpointed
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_advancing_in_steps_under_a_constant_share_loses_nothing(seed):
+    # with tasks in flight kept, cutting a constant share into steps changes nothing
+    rng = random.Random(900 + seed)
+    p = random_plan(rng, "p")
+    sh = Resources(rng.choice([3, 4, 10, 25]), rng.choice([4, 8, 40]) * GB)
+    total = estimate(p, Progress("p"), sh).finish_s
+    prog, t = Progress("p"), 0.0
+    while True:
+        step = rng.uniform(0.5, 20)
+        left = estimate(p, prog, sh).finish_s
+        assert lower_bound(p, prog, sh) <= left + 1e-9
+        if left <= step:
+            break
+        prog = advance(p, prog, sh, step, keep_in_flight=True)
+        t += step
+    assert t + left == pytest.approx(total, rel=1e-9, abs=1e-9)
+
+
 def test_advance_stops_at_the_horizon_before_launching():
     # tasks ending exactly at the horizon count; nothing starts at the horizon itself
     p = plan("p", stage("S", "a", tasks=2, task_s=10), stage("F", "a", ("S",), 1, 5, top="agg"))
@@ -487,7 +530,8 @@ def test_pruned_decision_equals_full_evaluation(seed):
     plans = [random_plan(random.Random(rng.random()), f"p{i}", n_rel=5) for i in range(12)]
     sh = Resources(rng.choice([4, 10, 30]), rng.choice([8, 40]) * GB)
     cur = rng.choice(plans)
-    prog = advance(cur, Progress(cur.plan_id), sh, rng.uniform(0, 40))
+    keep = seed % 2 == 1  # half the cases with tasks in flight reported
+    prog = advance(cur, Progress(cur.plan_id), sh, rng.uniform(0, 40), keep_in_flight=keep)
     sh2 = Resources(rng.choice([4, 10, 30]), rng.choice([8, 40]) * GB)
     for h in (0.0, 0.15):
         fast = decide(plans, prog, sh2, hysteresis=h, current_plan_id=cur.plan_id)
