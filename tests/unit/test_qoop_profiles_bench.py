@@ -10,6 +10,7 @@ plan by switching once after the first join, reusing its checkpoint.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import sys
 
 import pytest
@@ -47,9 +48,9 @@ def test_spot_profile_follows_the_bidding_rules(bench):
     assert all(m == int(m) and 2 <= m <= bench.SPOT_MAX for m in machines)
     assert all(s.memory_mb == m * bench.SPOT_MB for s, m in zip(shares, machines, strict=True))
     # at most 2 machines are added a minute; revocations may take many at once
-    ups = [b - a for a, b in zip(machines, machines[1:], strict=False) if b > a]
+    ups = [b - a for a, b in itertools.pairwise(machines) if b > a]
     assert ups and max(ups) <= bench.SPOT_ADD
-    assert min(b - a for a, b in zip(machines, machines[1:], strict=False)) < -bench.SPOT_ADD
+    assert min(b - a for a, b in itertools.pairwise(machines)) < -bench.SPOT_ADD
     assert max(machines) == bench.SPOT_MAX and min(machines) == 2  # the paper's 2 to 20
     ev = bench.volatility_events(times, shares, 48.0)
     assert ev["10%"] >= ev["15%"] >= ev["20%"] > 0
