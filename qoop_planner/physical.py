@@ -132,7 +132,8 @@ def join_stage_cost(
 
     ``partitions`` is the stage's task count (shuffle partitions, or probe splits of a
     broadcast); ``input_tasks`` the tasks that wrote its inputs (one shuffle block each per
-    partition). A measured stage's tasks, seconds and rows replace the estimate.
+    partition). A measured stage's tasks, seconds, rows and (if measured) peak memory replace
+    the estimate.
 
     >>> cfg = CostConfig()
     >>> bc = join_stage_cost("broadcast", 4096 * MB, 512 * MB, 1e6, 512 * MB, 16, cfg)
@@ -167,6 +168,8 @@ def join_stage_cost(
             spilled = in_task - buffer
             task_s += 2 * spilled / (cfg.spill_mb_s * MB)
     tasks = p
+    if measured is not None and measured.memory_mb is not None:
+        memory = measured.memory_mb
     if measured is not None:
         tasks = max(1, int(measured.tasks))
         task_s = float(measured.task_s)

@@ -313,6 +313,12 @@ class _Planner:
             input_tasks = max(1, math.ceil(b1 / cfg.split_bytes)) + max(
                 1, math.ceil(b2 / cfg.split_bytes)
             )
+            form = f"join:{method}:{parts}"
+            measured = (
+                History.lookup(self.history, self.signature(mask).digest, form)
+                if self.history
+                else None
+            )
             cost = join_stage_cost(
                 method,
                 probe,
@@ -322,7 +328,7 @@ class _Planner:
                 parts,
                 cfg,
                 input_tasks=input_tasks,
-                measured=self.measured(self.signature(mask)),
+                measured=measured,
             )
             self._memo[key] = (cost, method, parts)
         return self._memo[key]

@@ -222,3 +222,28 @@ def test_plan_space_validates():
     # a query without joins has one plan
     one = enumerate_plan_space("SELECT COUNT(*) FROM d1", SCHEMA, STATS)
     assert len(one) == 1
+
+
+def test_measured_form_applies_to_that_form_only():
+    from qoop_planner.cost import History
+
+    grid = share_grid([2, 8, 32, 128, 512], 4096.0)
+    space = enumerate_plan_space(SQL, SCHEMA, STATS, query_id="q", grid=grid)
+    joins = [s for p in space for s in p.stages if s.kind == "join"]
+    j0 = joins[0]
+    # the same join exists in other forms in the space (else the test shows nothing)
+    assert any(s.signature == j0.signature and s.method != j0.method for s in joins)
+    h = History()
+    # measured much cheaper than estimated (so the diverse cache keeps a plan with it)
+    h.record(j0.signature, 0.01, 1, j0.cost.rows_out, form=j0.form, memory_mb=2048.0)
+    again = enumerate_plan_space(SQL, SCHEMA, STATS, query_id="q", grid=grid, history=h)
+    measured = [
+        s for p in again for s in p.stages if s.signature == j0.signature and s.cost.task_s == 0.01
+    ]
+    assert measured and all(s.cost.tasks == 1 for s in measured)
+    assert all(s.cost.demand.memory_mb == 2048.0 for s in measured)
+    # other forms of the same join keep their estimates
+    for p in again:
+        for s in p.stages:
+            if s.signature == j0.signature and s.method != j0.method:
+                assert s.cost.task_s != 0.01
