@@ -16,8 +16,7 @@ import pytest
 from support.hive import canon, connector, run_direct
 
 from hive_hooks.engine import LocalHiveServer
-from hive_hooks.executor import QueryRunner
-from hive_hooks.executor.staging import pin_hint, pin_settings
+from hive_hooks.executor import QueryRunner, pin_hint, pin_settings
 from hive_hooks.registry import CheckpointRegistry
 from hive_hooks.share import StaticShare
 from hive_hooks.tpcload import load_tpc
