@@ -41,10 +41,12 @@ Choices where the seed is silent (spec A.4.3 marks the simulator an assumption):
   task-level Tetris could; on random 16-stage plans the two estimates differed by about 1% on
   average and 8% at most.
 * **Time.** Events at equal times (within 1e-9 s) are one event.
-* **Partially elapsed tasks.** ``RunningStage`` reports finished tasks and elapsed time, not the
-  state of the tasks in flight, so the remaining ``tasks - tasks_done`` tasks start from scratch
-  at time 0 (in-flight work is not credited: a slight over-estimate, and the same rule for every
-  plan). ``elapsed_s`` is not used by the estimate.
+* **Partially elapsed tasks.** ``RunningStage`` reports finished tasks and elapsed time and, if
+  the engine knows them, the seconds each task in flight has run (``in_flight``). Reported
+  tasks in flight keep their slots at time 0 with what is left of their duration, most progress
+  first, as far as they fit into the share; the others (and all of them when none are
+  reported) start from scratch (a slight over-estimate, the same rule for every plan).
+  ``elapsed_s`` is not used by the estimate.
 * **Infeasible.** A needed task whose demand exceeds the share in some dimension can never run
   under that share: the estimate is ``math.inf`` (the re-planner then prefers any finite plan).
   A stage of zero demand fits any number of times: all of its tasks start together.
