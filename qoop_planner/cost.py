@@ -11,8 +11,12 @@ Every task asks for one vcore and memory that grows with the hash-join build sid
 small, partitioned across the tasks otherwise).
 
 :class:`History` maps :attr:`StageSignature.digest` to what a previous run measured; a measured
-stage's ``tasks``, ``task_s`` and ``rows_out`` replace the estimates (spec A.4.1: "durations
-come from prior runs of each QEP"). Everything here is pure computation, no I/O.
+stage's ``tasks``, ``task_s``, ``rows_out`` and, when measured, peak ``memory_mb`` per task
+replace the estimates (spec A.4.1: "durations come from prior runs of each QEP", T:610: "peak
+resource estimates are based on prior runs"). A measurement recorded with a stage's
+:attr:`~qoop_planner.model.Stage.form` (``History.record(..., form=...)``) applies to that
+physical form only (:func:`History.lookup`); one without a form applies to every form.
+Everything here is pure computation, no I/O.
 """
 
 from __future__ import annotations
@@ -75,20 +79,38 @@ class CostConfig:
     memory_step_mb: float = 128.0
     hash_overhead: float = 2.0  # memory bytes per byte of hash-join build side
     broadcast_bytes: float = 64 * MB  # build sides up to this size are broadcast to every task
+    # physical alternatives (qoop_planner.physical)
+    map_join_mb_s: float = 100.0  # broadcast join: probe side read in splits, no shuffle
+    broadcast_build_mb_s: float = 200.0  # broadcast join: every task builds the whole table
+    shuffle_block_s: float = 0.002  # shuffle join: per block fetched (input tasks x partitions)
+    sort_buffer_mb: float = 512.0  # sort-merge join: in-memory sort buffer per task
+    spill_mb_s: float = 100.0  # sort-merge join: what exceeds the buffer is written and re-read
 
     def __post_init__(self) -> None:
-        for name in ("split_bytes", "scan_mb_s", "join_mb_s", "final_mb_s", "default_rows"):
+        for name in (
+            "split_bytes",
+            "scan_mb_s",
+            "join_mb_s",
+            "final_mb_s",
+            "default_rows",
+            "map_join_mb_s",
+            "broadcast_build_mb_s",
+            "spill_mb_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
 class StageMeasurement:
-    """What a run of a stage measured: tasks, mean task seconds, output rows."""
+    """What a run of a stage measured: tasks, mean task seconds, output rows, and optionally
+    the physical form it ran in and its peak memory per task."""
 
     task_s: float
     tasks: int
     rows_out: float
+    form: str = ""
+    memory_mb: float | None = None
 
 
 class History(Mapping[str, StageMeasurement]):
@@ -98,10 +120,38 @@ class History(Mapping[str, StageMeasurement]):
         self._entries: dict[str, StageMeasurement] = dict(entries or {})
 
     def record(
-        self, stage: StageSignature | str, task_s: float, tasks: int, rows_out: float
+        self,
+        stage: StageSignature | str,
+        task_s: float,
+        tasks: int,
+        rows_out: float,
+        *,
+        form: str = "",
+        memory_mb: float | None = None,
     ) -> None:
         key = stage.digest if isinstance(stage, StageSignature) else stage
-        self._entries[key] = StageMeasurement(float(task_s), int(tasks), float(rows_out))
+        if form:
+            key = f"{key}@{form}"
+        mem = float(memory_mb) if memory_mb is not None else None
+        self._entries[key] = StageMeasurement(float(task_s), int(tasks), float(rows_out), form, mem)
+
+    @staticmethod
+    def lookup(
+        history: Mapping[str, StageMeasurement], digest: str, form: str = ""
+    ) -> StageMeasurement | None:
+        """The measurement of the stage ``digest`` in ``form``, else its form-less one.
+
+        >>> h = History()
+        >>> h.record("d", 2.0, 4, 10.0)
+        >>> h.record("d", 9.0, 1, 10.0, form="join:broadcast:1", memory_mb=3000)
+        >>> History.lookup(h, "d", "join:broadcast:1").memory_mb, History.lookup(h, "d").tasks
+        (3000.0, 4)
+        """
+        if form:
+            m = history.get(f"{digest}@{form}")
+            if m is not None:
+                return m
+        return history.get(digest)
 
     def __getitem__(self, key: str) -> StageMeasurement:
         return self._entries[key]
@@ -242,6 +292,8 @@ def stage_cost(
     if build_bytes > cfg.broadcast_bytes:
         build_bytes /= tasks  # partitioned (shuffle) hash join: each task builds its share
     memory = cfg.base_memory_mb + (cfg.hash_overhead * build_bytes + extra_memory_bytes) / MB
+    if measured is not None and measured.memory_mb is not None:
+        memory = measured.memory_mb
     if measured is not None:
         tasks = max(1, int(measured.tasks))
         task_s = float(measured.task_s)

@@ -16,6 +16,14 @@ distinct; signatures are compared within one query.
 Stage kinds: ``scan`` (one base relation with its filters), ``join`` (two input stages joined
 on their predicates), ``final`` (the top of the query over the root of the join tree).
 
+Physical form (QOOP §2.2: plans differ in "structure and task-level resource requirements").
+A join stage may carry a ``method`` (``"shuffle_hash"``, ``"merge"`` or ``"broadcast"``, see
+:mod:`qoop_planner.physical`) and a number of ``partitions`` (0: the engine's default); the
+executor pins them on the engine. They change how the stage runs, not its result, so the
+signature (and the checkpoint) is the same whatever the form. :attr:`Stage.form` names the
+partitioning: two running stages of equal signature and form have the same tasks, so one's
+finished tasks count for the other (:mod:`qoop_planner.packing`).
+
 ``Stage.sql`` is Hive SQL that computes the stage from base tables and its input stages, where
 each input appears as the placeholder identifier ``{{<input stage_id>}}`` (the executor
 substitutes the checkpoint table holding that input). ``Plan.to_sql()`` inlines every stage and
@@ -116,6 +124,13 @@ class Stage:
     operators: tuple[str, ...]
     sql: str
     cost: StageCost
+    method: str = ""  # join method ("" for scans, final stages, and joins left to the engine)
+    partitions: int = 0  # shuffle partitions of a join stage (0: the engine's default)
+
+    @property
+    def form(self) -> str:
+        """The stage's partitioning: equal signatures and forms mean the same tasks."""
+        return f"{self.kind}:{self.method}:{self.cost.tasks}"
 
 
 @dataclass(frozen=True)
@@ -125,6 +140,7 @@ class Plan:
     stages: tuple[Stage, ...]  # topological order
     root: str
     total_cost: float  # the enumerator's cost (task-seconds), used to rank plans
+    physical: str = ""  # name of the physical profile the plan was built with ("" if none)
     _by_id: Mapping[str, Stage] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -166,10 +182,14 @@ class Plan:
 
 @dataclass(frozen=True)
 class RunningStage:
-    """A stage of the current plan that is running: tasks finished so far and time spent."""
+    """A running stage: tasks finished so far, time spent, its :attr:`Stage.form` ("" if
+    unknown; then only the plan it runs in gets credit for its tasks), and the seconds each
+    task in flight has run (empty: tasks in flight are not reported and start again)."""
 
     tasks_done: int
     elapsed_s: float
+    form: str = ""
+    in_flight: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,10 @@ What counts as done (progress propagation, spec A.4.2):
 * a stage whose signature is in ``progress.checkpointed`` is available at time 0, whatever plan
   computed it, and nothing below it is needed any more (the walk from the root stops there);
 * a stage of ``progress.running`` gets *task-level* credit (``tasks - tasks_done`` tasks left)
-  only when the plan is the current plan (``progress.current_plan``); in any other plan the same
-  signature is not credited, because partitioning may differ across plans;
+  in the current plan (``progress.current_plan``); in any other plan only if the running stage
+  reports the same :attr:`~qoop_planner.model.Stage.form` as the plan's stage (same signature
+  and partitioning: the same tasks, e.g. a scan every plan shares), because partitioning may
+  differ across plans (spec A.4.2);
 * a credited stage with no task left is done (its inputs are not needed either).
 
 Choices where the seed is silent (spec A.4.3 marks the simulator an assumption):
@@ -39,10 +41,12 @@ Choices where the seed is silent (spec A.4.3 marks the simulator an assumption):
   task-level Tetris could; on random 16-stage plans the two estimates differed by about 1% on
   average and 8% at most.
 * **Time.** Events at equal times (within 1e-9 s) are one event.
-* **Partially elapsed tasks.** ``RunningStage`` reports finished tasks and elapsed time, not the
-  state of the tasks in flight, so the remaining ``tasks - tasks_done`` tasks start from scratch
-  at time 0 (in-flight work is not credited: a slight over-estimate, and the same rule for every
-  plan). ``elapsed_s`` is not used by the estimate.
+* **Partially elapsed tasks.** ``RunningStage`` reports finished tasks and elapsed time and, if
+  the engine knows them, the seconds each task in flight has run (``in_flight``). Reported
+  tasks in flight keep their slots at time 0 with what is left of their duration, most progress
+  first, as far as they fit into the share; the others (and all of them when none are
+  reported) start from scratch (a slight over-estimate, the same rule for every plan).
+  ``elapsed_s`` is not used by the estimate.
 * **Infeasible.** A needed task whose demand exceeds the share in some dimension can never run
   under that share: the estimate is ``math.inf`` (the re-planner then prefers any finite plan).
   A stage of zero demand fits any number of times: all of its tasks start together.
@@ -101,12 +105,14 @@ class _Compiled:
         "dem_c",
         "dem_m",
         "dur",
+        "forms",
         "ids",
         "inputs",
         "n",
         "rank",
         "root",
         "sig_hash",
+        "sig_index",
         "sigs",
         "tasks",
     )
@@ -117,6 +123,8 @@ class _Compiled:
         self.n = len(stages)
         self.ids = [s.stage_id for s in stages]
         self.sigs = [s.signature for s in stages]
+        self.forms = [s.form for s in stages]
+        self.sig_index = {sig: i for i, sig in enumerate(self.sigs)}
         self.sig_hash = [hash(s) for s in self.sigs]
         self.inputs = [tuple(index[j] for j in s.inputs) for s in stages]
         consumers: list[list[int]] = [[] for _ in stages]
@@ -171,12 +179,13 @@ def _progress_view(progress: Progress) -> tuple[frozenset[int], frozenset[int]]:
 
 
 def _remaining(cp: _Compiled, progress: Progress, credit: bool) -> list[int]:
-    """rem[i] = tasks left of needed stage i, or _AVAILABLE (module docstring)."""
+    """rem[i] = tasks left of needed stage i, or _AVAILABLE (module docstring).
+
+    ``credit``: the plan is the current plan, so every running stage of it is credited;
+    otherwise only running stages of the same signature *and* form (same tasks)."""
     ckpt = progress.checkpointed
     running: Mapping[StageSignature, RunningStage] = progress.running
     ck_h, run_h = _progress_view(progress)
-    if not credit:
-        run_h = frozenset()
     hashes = cp.sig_hash
     rem = [_AVAILABLE] * cp.n
     seen = [False] * cp.n
@@ -192,13 +201,28 @@ def _remaining(cp: _Compiled, progress: Progress, credit: bool) -> list[int]:
         r = cp.tasks[i]
         if h in run_h:
             rs = running.get(cp.sigs[i])
-            if rs is not None:
+            if rs is not None and (credit or (rs.form and rs.form == cp.forms[i])):
                 r = max(0, r - max(0, int(rs.tasks_done)))
                 if r == 0:
                     continue  # every task finished: done, inputs not needed
         rem[i] = r
         stack.extend(cp.inputs[i])
     return rem
+
+
+def _flight(
+    cp: _Compiled, progress: Progress, credit: bool, rem: list[int]
+) -> dict[int, list[float]]:
+    """Elapsed seconds of the tasks in flight of each credited running stage still needed."""
+    out: dict[int, list[float]] = {}
+    for sig, rs in progress.running.items():
+        if not rs.in_flight:
+            continue
+        i = cp.sig_index.get(sig)
+        if i is None or rem[i] <= 0 or not (credit or (rs.form and rs.form == cp.forms[i])):
+            continue
+        out[i] = sorted(rs.in_flight, reverse=True)[: rem[i]]  # most progress first
+    return out
 
 
 def remaining_tasks(
@@ -261,8 +285,10 @@ def _simulate(
     share: Share,
     horizon: float | None,
     cutoff: float = math.inf,
+    flight: dict[int, list[float]] | None = None,
 ) -> _Result:
-    """Tetris packing of the needed tasks (``rem``) in one bin of capacity ``share``."""
+    """Tetris packing of the needed tasks (``rem``) in one bin of capacity ``share``; tasks in
+    flight (``flight``: elapsed seconds per stage) keep their slots first, as far as they fit."""
     n = cp.n
     res = _Result()
     res.completed = [0] * n
@@ -425,6 +451,42 @@ def _simulate(
     t = 0.0
     free_c = 1.0
     free_m = 1.0
+    # tasks in flight keep their slots (most progress first) while they fit; the rest fail
+    # and start again from the pool (a share decrease revokes their containers)
+    for i, elapsed in sorted((flight or {}).items()):
+        if pending[i] != 0 or pool[i] <= 0:
+            continue
+        d = dur[i]
+        groups: dict[float, int] = {}
+        placed = 0
+        for e in elapsed:
+            if placed >= pool[i]:
+                break
+            if nc[i] > free_c + _EPS or nm[i] > free_m + _EPS:
+                break
+            left = min(d, max(0.0, d - e))
+            if left <= _EPS:
+                left = _EPS  # finishing now
+            groups[left] = groups.get(left, 0) + 1
+            placed += 1
+            free_c -= nc[i]
+            free_m -= nm[i]
+        if not placed:
+            continue
+        pool[i] -= placed
+        held[i] += placed
+        total_held += placed
+        runs[i] = [_Run(k, left, left - d) for left, k in sorted(groups.items())]
+        if bounding:  # pool aliases rem: the stage's whole remaining work has started
+            unstarted_c -= (pool[i] + placed) * d * nc[i]
+            unstarted_m -= (pool[i] + placed) * d * nm[i]
+            min_len[i] = 0.0
+            unstarted_path = max(
+                (min_len[j] + tail[j] for j in range(n) if min_len[j] > 0), default=0.0
+            )
+        plan(i, 0.0)
+        if pool[i] == 0 and i in ready:
+            ready.remove(i)
     while True:
         if horizon is not None and t >= horizon - _EPS:
             res.t = horizon  # launches at the horizon itself belong to the next share
@@ -573,6 +635,27 @@ def _simulate(
     return res
 
 
+def _in_flight_at(cp: _Compiled, res: _Result) -> dict[int, list[float]]:
+    """Elapsed seconds of every task in flight at ``res.t`` (started before, ending after)."""
+    end = res.t
+    out: dict[int, list[float]] = {}
+    for s, runs_s in enumerate(res.runs):
+        d = cp.dur[s]
+        if not runs_s or d <= 0:
+            continue
+        for r in runs_s:
+            for st, k, w in r.launches(d):
+                if st > end - _EPS:
+                    continue
+                j = int((end - st) / d + _EPS)
+                if j >= w:
+                    continue
+                start = st + j * d
+                if start < end - _EPS and start + d > end + _EPS:
+                    out.setdefault(s, []).extend([end - start] * k)
+    return out
+
+
 def _waves(cp: _Compiled, res: _Result) -> tuple[Wave, ...]:
     out: list[Wave] = []
     for s, rs in enumerate(res.runs):
@@ -607,8 +690,9 @@ def estimate(
     """
     cur = progress.current_plan if current_plan_id is None else current_plan_id
     cp = _compiled(plan)
-    rem = _remaining(cp, progress, plan.plan_id == cur)
-    res = _simulate(cp, rem, share, None)
+    credit = plan.plan_id == cur
+    rem = _remaining(cp, progress, credit)
+    res = _simulate(cp, rem, share, None, flight=_flight(cp, progress, credit, rem))
     return Estimate(plan.plan_id, res.finish, _waves(cp, res) if schedule else None)
 
 
@@ -617,7 +701,8 @@ def _finish_within(
 ) -> float | None:
     """The estimate, or None when it is certainly > ``cutoff`` (the simulation stops there)."""
     cp = _compiled(plan)
-    res = _simulate(cp, _remaining(cp, progress, current), share, None, cutoff)
+    rem = _remaining(cp, progress, current)
+    res = _simulate(cp, rem, share, None, cutoff, _flight(cp, progress, current, rem))
     return None if res.cut else res.finish
 
 
@@ -631,10 +716,14 @@ def lower_bound(
     """
     cur = progress.current_plan if current_plan_id is None else current_plan_id
     cp = _compiled(plan)
-    return _lower_bound(cp, _remaining(cp, progress, plan.plan_id == cur), share)
+    credit = plan.plan_id == cur
+    rem = _remaining(cp, progress, credit)
+    return _lower_bound(cp, rem, share, _flight(cp, progress, credit, rem))
 
 
-def _lower_bound(cp: _Compiled, rem: list[int], share: Share) -> float:
+def _lower_bound(
+    cp: _Compiled, rem: list[int], share: Share, flight: dict[int, list[float]] | None = None
+) -> float:
     cap_c = float(share.vcores)
     cap_m = float(share.memory_mb)
     work_c = work_m = 0.0
@@ -655,25 +744,37 @@ def _lower_bound(cp: _Compiled, rem: list[int], share: Share) -> float:
             d = dur[i]
             nc = dc / cap_c if dc > 0 else 0.0
             nm = dm / cap_m if dm > 0 else 0.0
-            work_c += r * d * nc
-            work_m += r * d * nm
+            head = 0.0  # seconds the tasks in flight are ahead (elapsed, at most d each)
+            ahead = 0.0
+            if flight and i in flight:
+                done_s = [min(d, e) for e in flight[i]]
+                head = sum(done_s)
+                ahead = max(done_s, default=0.0)
+            work_c += (r * d - head) * nc
+            work_m += (r * d - head) * nm
             big = nc if nc > nm else nm
             k = int((1 + _EPS) / big) if big > 0 else r
-            longest += -(-r // k) * d
+            longest += max(0.0, -(-r // k) * d - ahead)
         path[i] = longest
     return max(work_c, work_m, path[cp.root])
 
 
-def advance(plan: Plan, progress: Progress, share: Share, seconds: float) -> Progress:
+def advance(
+    plan: Plan, progress: Progress, share: Share, seconds: float, *, keep_in_flight: bool = False
+) -> Progress:
     """Run ``plan`` (as the current plan) for ``seconds`` under ``share``; the new progress.
 
     Stages finished by then (tasks ending exactly at the horizon included) are added to
     ``checkpointed``, and so are stages credited as finished; stages with a task started are
     ``running``: tasks finished so far, and seconds since their first task started (plus the
-    time already reported for a stage that was running before). Nothing is launched at the
-    horizon itself (the share changes then), and tasks still in flight are not counted (the
-    estimator restarts them). ``progress.running`` entries of stages not in ``plan`` (or all of
-    them, when ``progress`` is not of ``plan``) are dropped. Used to replay share profiles.
+    time already reported for a stage that was running before), with the stage's form. Running
+    stages of another plan carry over when ``plan`` has them in the same form. Nothing is
+    launched at the horizon itself (the share changes then). Tasks still in flight are not
+    counted as done; with ``keep_in_flight`` their elapsed seconds are reported
+    (``RunningStage.in_flight``) and the next estimate or advance lets them finish where they
+    fit into the share (a smaller share fails those that do not, least progress first);
+    without it they start again from scratch. Other ``progress.running`` entries are dropped.
+    Used to replay share profiles.
     """
     if seconds < 0:
         raise ValueError(f"seconds must be >= 0, got {seconds}")
@@ -681,25 +782,33 @@ def advance(plan: Plan, progress: Progress, share: Share, seconds: float) -> Pro
     credit = progress.current_plan == plan.plan_id
     rem = _remaining(cp, progress, credit)
     rem0 = list(rem)
-    res = _simulate(cp, rem, share, seconds)
+    res = _simulate(cp, rem, share, seconds, flight=_flight(cp, progress, credit, rem))
+    flying = _in_flight_at(cp, res) if keep_in_flight else {}
     ckpt = set(progress.checkpointed)
     running: dict[StageSignature, RunningStage] = {}
-    old = progress.running if credit else {}
+    old = {
+        sig: rs
+        for sig, rs in progress.running.items()
+        if credit or (rs.form and rs.form in cp.forms)
+    }
     for i in range(cp.n):
         sig = cp.sigs[i]
+        before = old.get(sig)
+        if before is not None and not credit and before.form != cp.forms[i]:
+            before = None
         if rem0[i] == _AVAILABLE:
-            rs = old.get(sig)
-            if rs is not None and rs.tasks_done >= cp.tasks[i]:
+            if before is not None and before.tasks_done >= cp.tasks[i]:
                 ckpt.add(sig)  # every task finished: the stage is done
             continue
         if res.done[i]:
             ckpt.add(sig)
             continue
-        before = old.get(sig)
         first_start = res.first_start[i]
+        form = cp.forms[i]
+        fl = tuple(flying.get(i, ()))
         if before is not None:
             done = cp.tasks[i] - rem0[i] + res.completed[i]
-            running[sig] = RunningStage(done, before.elapsed_s + res.t)
+            running[sig] = RunningStage(done, before.elapsed_s + res.t, form, fl)
         elif first_start is not None:
-            running[sig] = RunningStage(res.completed[i], res.t - first_start)
+            running[sig] = RunningStage(res.completed[i], res.t - first_start, form, fl)
     return Progress(plan.plan_id, frozenset(ckpt), running)

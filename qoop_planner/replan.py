@@ -58,6 +58,7 @@ from qoop_planner.model import Plan, Progress, Resources, Share, Stage, StageCos
 from qoop_planner.packing import (
     _compiled,
     _finish_within,
+    _flight,
     _lower_bound,
     _remaining,
     _simulate,
@@ -202,7 +203,7 @@ def rewrite(plan: Plan, progress: Progress) -> Plan:
             )
         stages.append(st)
     work = sum(plan.stages[i].cost.work for i in needed)
-    return Plan(plan.plan_id, plan.query_id, tuple(stages), plan.root, work)
+    return Plan(plan.plan_id, plan.query_id, tuple(stages), plan.root, work, plan.physical)
 
 
 def _backtrack_depth(current: Plan, kept: set[StageSignature], progress: Progress) -> int:
@@ -261,16 +262,19 @@ def decide(
     known: dict[str, float] = {}
     bounds: dict[str, float] = {}
     rems: dict[str, list[int]] = {}
+    flights: dict[str, dict[int, list[float]]] = {}
     for p in plans:
         cp = _compiled(p)
-        rem = _remaining(cp, progress, p.plan_id == current_plan_id)
+        cur = p.plan_id == current_plan_id
+        rem = _remaining(cp, progress, cur)
         rems[p.plan_id] = rem
-        bounds[p.plan_id] = _lower_bound(cp, rem, share)
+        flights[p.plan_id] = _flight(cp, progress, cur, rem)
+        bounds[p.plan_id] = _lower_bound(cp, rem, share, flights[p.plan_id])
 
     # a plan other than the current one is chosen only if it finishes before switch_below
     # (improvement > h; inf without a current plan or when the current one cannot finish)
     def simulate(pid: str, cutoff: float) -> float | None:
-        res = _simulate(_compiled(by_id[pid]), list(rems[pid]), share, None, cutoff)
+        res = _simulate(_compiled(by_id[pid]), list(rems[pid]), share, None, cutoff, flights[pid])
         return None if res.cut else res.finish
 
     t_cur = math.inf

@@ -25,7 +25,7 @@ import hashlib
 import heapq
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ from qoop_planner.cost import (
     stage_work,
     type_width,
 )
+from qoop_planner.diverse import DEFAULT_GRID_VCORES, diverse_cache, share_grid
 from qoop_planner.joingraph import (
     COMPONENT_TOKEN,
     OUT_DIALECT,
@@ -52,9 +53,24 @@ from qoop_planner.joingraph import (
     out_column,
     sql_text,
 )
-from qoop_planner.model import Plan, Stage, StageCost, StageSignature
+from qoop_planner.model import Plan, Share, Stage, StageCost, StageSignature
+from qoop_planner.physical import (
+    BROADCAST,
+    PROFILES,
+    PhysicalProfile,
+    join_method,
+    join_stage_cost,
+    partitions_for,
+)
 
-__all__ = ["enumerate_plans", "extract_join_graph", "plans_for_graph"]
+__all__ = [
+    "enumerate_plan_space",
+    "enumerate_plans",
+    "extract_join_graph",
+    "is_bushy",
+    "plan_space_for_graph",
+    "plans_for_graph",
+]
 
 DP_BUDGET = 1_000_000  # steps of the exact DP per component before the bounded search
 PAIR_STEPS = 40  # steps per joinable pair (a subset split), relative to one subset visited
@@ -91,7 +107,9 @@ class _Planner:
         stats: Mapping[str, TableStats] | None,
         cfg: CostConfig,
         history: Mapping[str, StageMeasurement] | None,
+        profile: PhysicalProfile | None = None,
     ) -> None:
+        self.profile = profile
         self.g = graph
         self.schema = schema
         self.stats = stats or {}
@@ -278,7 +296,46 @@ class _Planner:
             measured=self.measured(sig),
         )
 
+    def physical_join(self, m1: int, m2: int) -> tuple[StageCost, str, int]:
+        """Cost, method and partitions of joining ``m1`` and ``m2`` under the profile."""
+        key = ("jp", min(m1, m2), max(m1, m2))
+        if key not in self._memo:
+            prof = self.profile
+            assert prof is not None
+            cfg = self.cfg
+            mask = m1 | m2
+            b1, b2 = self.bytes(m1), self.bytes(m2)
+            probe, build = max(b1, b2), min(b1, b2)
+            parts = partitions_for(b1 + b2, prof)
+            method = join_method(build, parts, prof.broadcast, cfg)
+            if method == BROADCAST:
+                parts = partitions_for(probe, prof)  # the probe side's splits
+            input_tasks = max(1, math.ceil(b1 / cfg.split_bytes)) + max(
+                1, math.ceil(b2 / cfg.split_bytes)
+            )
+            form = f"join:{method}:{parts}"
+            measured = (
+                History.lookup(self.history, self.signature(mask).digest, form)
+                if self.history
+                else None
+            )
+            cost = join_stage_cost(
+                method,
+                probe,
+                build,
+                self.card(mask),
+                self.bytes(mask),
+                parts,
+                cfg,
+                input_tasks=input_tasks,
+                measured=measured,
+            )
+            self._memo[key] = (cost, method, parts)
+        return self._memo[key]
+
     def join_cost(self, m1: int, m2: int) -> StageCost:
+        if self.profile is not None:
+            return self.physical_join(m1, m2)[0]
         key = ("jc", min(m1, m2), max(m1, m2))
         if key not in self._memo:
             mask = m1 | m2
@@ -525,8 +582,12 @@ class _Planner:
         sql = sql_text(sel)
         sql = sql.replace(INPUT_TOKEN.format(0), "{{" + id1 + "}}")
         sql = sql.replace(INPUT_TOKEN.format(1), "{{" + id2 + "}}")
+        method, parts = "", 0
+        if self.profile is not None:
+            _, method, parts = self.physical_join(m1, m2)
+        join_op = f"Join[INNER{', ' + method.upper() if method else ''}]"
         ops = (
-            f"Join[INNER]({' AND '.join(p.sql for p in across)})",
+            f"{join_op}({' AND '.join(p.sql for p in across)})",
             f"Project({', '.join(f'{a}.{c}' for a, c in outs) or '1'})",
         )
         stage = Stage(
@@ -537,6 +598,8 @@ class _Planner:
             operators=ops,
             sql=sql,
             cost=self.join_cost(m1, m2),
+            method=method,
+            partitions=parts,
         )
         self._memo[key] = stage
         return stage
@@ -578,6 +641,7 @@ class _Planner:
             stages=tuple(stages),
             root=final.stage_id,
             total_cost=sum(s.cost.work for s in stages),
+            physical=self.profile.name if self.profile is not None else "",
         )
 
 
@@ -602,30 +666,21 @@ def _fallback_plan(planner: _Planner, query_id: str) -> Plan:
     )
 
 
-def plans_for_graph(
-    graph: JoinGraph,
-    schema: Mapping[str, Any] | Schema | None = None,
-    stats: Mapping[str, TableStats] | None = None,
-    k: int = 8,
-    *,
-    query_id: str = "q",
-    history: History | Mapping[str, StageMeasurement] | None = None,
-    config: CostConfig | None = None,
-    max_dp_relations: int = 14,
-) -> list[Plan]:
-    """The ``k`` cheapest distinct plans of an extracted join graph (module docstring)."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+def _as_schema(schema: Mapping[str, Any] | Schema | None) -> Schema | None:
     if schema is not None and not isinstance(schema, Schema):
         try:
-            schema = MappingSchema(dict(schema), dialect=OUT_DIALECT)
+            return MappingSchema(dict(schema), dialect=OUT_DIALECT)
         except SqlglotError:
-            schema = None
-    planner = _Planner(graph, schema, stats, config or CostConfig(), history)
-    if graph.fallback is not None:
-        return [_fallback_plan(planner, query_id)]
+            return None
+    return schema
+
+
+def _tree_combos(
+    planner: _Planner, k: int, max_dp_relations: int
+) -> list[tuple[float, list[Tree]]]:
+    """The ``k`` cheapest combinations of one join tree per component, cheapest first."""
     per_component: list[list[_Entry]] = []
-    for comp in graph.components:
+    for comp in planner.g.components:
         full = 0
         for a in comp:
             full |= 1 << planner.index[a]
@@ -644,6 +699,42 @@ def plans_for_graph(
     for entries in per_component:
         merged = [(c + e.cost, [*trees, e.tree]) for c, trees in combos for e in entries]
         combos = heapq.nsmallest(k, merged, key=lambda x: x[0])
+    return combos
+
+
+def is_bushy(tree: Tree) -> bool:
+    """Whether a join tree has a join whose inputs are both joins.
+
+    >>> is_bushy((15, (3, 0, 1), (12, 2, 3))), is_bushy((7, (3, 0, 1), 2))
+    (True, False)
+    """
+    if isinstance(tree, int):
+        return False
+    _, left, right = tree
+    if not isinstance(left, int) and not isinstance(right, int):
+        return True
+    return is_bushy(left) or is_bushy(right)
+
+
+def plans_for_graph(
+    graph: JoinGraph,
+    schema: Mapping[str, Any] | Schema | None = None,
+    stats: Mapping[str, TableStats] | None = None,
+    k: int = 8,
+    *,
+    query_id: str = "q",
+    history: History | Mapping[str, StageMeasurement] | None = None,
+    config: CostConfig | None = None,
+    max_dp_relations: int = 14,
+) -> list[Plan]:
+    """The ``k`` cheapest distinct plans of an extracted join graph (module docstring)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    schema = _as_schema(schema)
+    planner = _Planner(graph, schema, stats, config or CostConfig(), history)
+    if graph.fallback is not None:
+        return [_fallback_plan(planner, query_id)]
+    combos = _tree_combos(planner, k, max_dp_relations)
     plans = [planner.build(query_id, rank, trees) for rank, (_, trees) in enumerate(combos)]
     plans.sort(key=lambda p: p.total_cost)
     return [
@@ -656,6 +747,85 @@ def plans_for_graph(
         )
         for rank, p in enumerate(plans)
     ]
+
+
+def plan_space_for_graph(
+    graph: JoinGraph,
+    schema: Mapping[str, Any] | Schema | None = None,
+    stats: Mapping[str, TableStats] | None = None,
+    *,
+    query_id: str = "q",
+    trees: int = 8,
+    bushy: int = 4,
+    pool: int = 24,
+    profiles: Sequence[PhysicalProfile] = PROFILES,
+    grid: Sequence[Share] | None = None,
+    max_plans: int = 8,
+    history: History | Mapping[str, StageMeasurement] | None = None,
+    config: CostConfig | None = None,
+    max_dp_relations: int = 14,
+) -> list[Plan]:
+    """The diverse plan cache of a join graph: join trees times physical profiles, then
+    :func:`qoop_planner.diverse.diverse_cache` over ``grid`` (default: 2-512 vcores at 4 GB).
+
+    Candidate trees are the ``trees`` cheapest by work plus up to ``bushy`` more bushy ones
+    among the ``pool`` cheapest (bushy trees run independent joins side by side: more
+    parallelism for more work); each is built under every profile of ``profiles``, plans equal
+    stage by stage (signature and form) counted once. Plan ids are ``<query_id>/p<rank>``,
+    least work first; :attr:`Plan.physical` names the profile.
+    """
+    if trees < 1 or pool < trees or bushy < 0:
+        raise ValueError(f"need 1 <= trees <= pool and bushy >= 0, got {trees}, {pool}, {bushy}")
+    if not profiles:
+        raise ValueError("plan_space_for_graph needs at least one physical profile")
+    schema = _as_schema(schema)
+    cfg = config or CostConfig()
+    base = _Planner(graph, schema, stats, cfg, history)
+    if graph.fallback is not None:
+        return [_fallback_plan(base, query_id)]
+    combos = _tree_combos(base, pool, max_dp_relations)
+    chosen = combos[:trees]
+    extra = [c for c in combos[trees:] if any(is_bushy(t) for t in c[1])]
+    chosen += extra[:bushy]
+    candidates: list[Plan] = []
+    seen: set[tuple[tuple[StageSignature, str], ...]] = set()
+    for prof in profiles:
+        planner = _Planner(graph, schema, stats, cfg, history, prof)
+        for _, tree_list in chosen:
+            p = planner.build(query_id, len(candidates), tree_list)
+            key = tuple(sorted(((s.signature, s.form) for s in p.stages), key=repr))
+            if key not in seen:
+                seen.add(key)
+                candidates.append(p)
+    shares = tuple(grid) if grid is not None else share_grid(DEFAULT_GRID_VCORES, 4096.0)
+    kept = diverse_cache(candidates, shares, max_plans=max_plans)
+    return [
+        Plan(
+            plan_id=f"{query_id}/p{rank}",
+            query_id=query_id,
+            stages=p.stages,
+            root=p.root,
+            total_cost=p.total_cost,
+            physical=p.physical,
+        )
+        for rank, p in enumerate(kept)
+    ]
+
+
+def enumerate_plan_space(
+    sql: str,
+    schema: Mapping[str, Any] | Schema | None,
+    stats: Mapping[str, TableStats] | None = None,
+    dialect: str = "hive",
+    *,
+    query_id: str | None = None,
+    **kwargs: Any,
+) -> list[Plan]:
+    """The diverse plan cache of ``sql`` (:func:`plan_space_for_graph`; arguments as
+    :func:`enumerate_plans`, plus that function's keywords)."""
+    graph = extract_join_graph(sql, schema, dialect=dialect)
+    qid = query_id if query_id is not None else "q" + hashlib.sha256(sql.encode()).hexdigest()[:12]
+    return plan_space_for_graph(graph, schema, stats, query_id=qid, **kwargs)
 
 
 def enumerate_plans(

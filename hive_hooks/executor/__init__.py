@@ -14,7 +14,10 @@ How a query runs (:meth:`QueryRunner.run`):
    *version* = created time, location, DDL time) and, unless ``stats`` are given, measured once
    per version (``SELECT COUNT(*), approx_count_distinct(c), ...``; cached in the registry).
    :func:`~qoop_planner.sqlplan.enumerate_plans` gives the ``k`` cached plans, with the measured
-   stage history of earlier runs of the same query (:meth:`CheckpointRegistry.history`).
+   stage history of earlier runs of the same query (:meth:`CheckpointRegistry.history`); with
+   ``physical=`` profiles, :func:`~qoop_planner.sqlplan.enumerate_plan_space` gives the diverse
+   plan space instead, and every stage's physical form is pinned before it runs
+   (:func:`~hive_hooks.executor.staging.pin_settings`, ``pin_hint``: join hint, partitions).
 2. **Choose** the plan with the policy (default: :func:`qoop_planner.replan.decide`, hysteresis
    0.15) under the current share, with every usable checkpoint as progress.
 3. **Run stages.** Each non-final stage becomes ``CREATE TABLE <checkpoint_db>.<name> STORED AS
@@ -187,6 +190,8 @@ from hive_hooks.executor.staging import (
     parse_describe,
     parse_statistics,
     passthrough_plan,
+    pin_hint,
+    pin_settings,
     qualify_query,
     resolve_sql,
     stage_vcores,
@@ -217,6 +222,8 @@ __all__ = [
     "parse_describe",
     "parse_statistics",
     "passthrough_plan",
+    "pin_hint",
+    "pin_settings",
     "qualify_query",
     "resolve_sql",
     "stage_vcores",

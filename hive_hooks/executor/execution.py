@@ -30,6 +30,8 @@ from hive_hooks.executor.staging import (
     checkpoint_name,
     launchable,
     needed_signatures,
+    pin_hint,
+    pin_settings,
     resolve_sql,
     stage_vcores,
 )
@@ -137,18 +139,26 @@ class _Execution:
 
     def launch(self, plan: Plan, stage: Stage) -> None:
         sql = resolve_sql(plan, stage, self.sources)
+        settings: tuple[str, ...] = ()
+        if self.r.physical is not None:  # pin the stage's physical form
+            sql = pin_hint(sql, stage, self.r.engine)
+            settings = pin_settings(stage, self.r.engine)
         inputs = tuple(
             self.sources[sig]
             for sig in (plan.stage(i).signature for i in stage.inputs)
             if sig in self.ckpt
         )
         if stage.stage_id == plan.root:
-            task = _Task(stage, plan.plan_id, sql, None, time.monotonic(), inputs=inputs)
+            task = _Task(
+                stage, plan.plan_id, sql, None, time.monotonic(), inputs=inputs, settings=settings
+            )
             self.final_task = task
             self.launch_measure()
         else:
             table = checkpoint_name(self.prep.namespace, stage.signature)
-            task = _Task(stage, plan.plan_id, sql, table, time.monotonic(), inputs=inputs)
+            task = _Task(
+                stage, plan.plan_id, sql, table, time.monotonic(), inputs=inputs, settings=settings
+            )
             self.running[stage.signature] = task
         th = threading.Thread(
             target=self.r._work, args=(task, self.out), name=f"stage-{stage.stage_id}", daemon=True

@@ -31,7 +31,8 @@ from hive_hooks.executor.staging import (
 )
 from qoop_planner.cost import CostConfig, History, TableStats
 from qoop_planner.model import Plan, StageSignature
-from qoop_planner.sqlplan import enumerate_plans
+from qoop_planner.physical import PhysicalProfile
+from qoop_planner.sqlplan import enumerate_plan_space, enumerate_plans
 
 log = logging.getLogger("qoop_hive.executor")
 
@@ -54,6 +55,7 @@ class _Metadata(_Connections):
 
     stats: dict[str, TableStats] | None
     k: int
+    physical: tuple[PhysicalProfile, ...] | None
     materialize_scans: bool
     metadata_ttl_s: float
     cost_config: CostConfig | None
@@ -136,16 +138,29 @@ class _Metadata(_Connections):
         namespace = namespace_of(query_key, {t: i.version for t, i in infos.items()})
         history = self._planning_history(query_key, namespace)
         try:
-            plans = enumerate_plans(
-                qualified,
-                schema,
-                stats,
-                k=self.k,
-                dialect="hive",
-                query_id=query_id,
-                history=history,
-                config=self.cost_config,
-            )
+            if self.physical is not None:
+                plans = enumerate_plan_space(
+                    qualified,
+                    schema,
+                    stats,
+                    dialect="hive",
+                    query_id=query_id,
+                    history=history,
+                    config=self.cost_config,
+                    profiles=self.physical,
+                    max_plans=self.k,
+                )
+            else:
+                plans = enumerate_plans(
+                    qualified,
+                    schema,
+                    stats,
+                    k=self.k,
+                    dialect="hive",
+                    query_id=query_id,
+                    history=history,
+                    config=self.cost_config,
+                )
         except (ValueError, SqlglotError) as e:
             return passthrough(str(e))
         inline: set[StageSignature] = set()

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -32,6 +32,8 @@ from hive_hooks.executor.staging import (
     TableInfo,
     checkpoint_name,
     greedy_policy,
+    pin_hint,
+    pin_settings,
     resolve_sql,
 )
 from hive_hooks.executor.worker import _Worker
@@ -39,6 +41,7 @@ from hive_hooks.registry import CheckpointRegistry
 from hive_hooks.share import ShareEnforcer, ShareSource, StaticShare, tag_settings
 from qoop_planner.cost import CostConfig, TableStats
 from qoop_planner.model import Progress, Share
+from qoop_planner.physical import PhysicalProfile
 from qoop_planner.replan import decide, rewrite
 
 __all__ = ["QueryRunner"]
@@ -62,7 +65,10 @@ class QueryRunner(_Metadata, _Worker):
     ``fetch_size`` rows per fetch, ``metadata_ttl_s`` (how long a table's description is reused
     by later runs of this runner), ``cost_config`` for the planner, ``engine_settings`` to
     replace :data:`ENGINE_SETTINGS`. ``share_enforcer`` makes the share the engine's resources
-    (package docstring: share enforcement).
+    (package docstring: share enforcement). ``physical``: cache the diverse plan space of these
+    physical profiles (:func:`~qoop_planner.sqlplan.enumerate_plan_space`, ``k`` plans) instead
+    of the ``k`` cheapest join orders, and pin each join stage's method and partitions on the
+    engine (:func:`~hive_hooks.executor.staging.pin_settings`, ``pin_hint``).
     """
 
     def __init__(
@@ -86,6 +92,7 @@ class QueryRunner(_Metadata, _Worker):
         cost_config: CostConfig | None = None,
         engine_settings: Mapping[str, str] = ENGINE_SETTINGS,
         share_enforcer: ShareEnforcer | None = None,
+        physical: Sequence[PhysicalProfile] | None = None,
     ) -> None:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", checkpoint_db):
             raise ValueError(f"checkpoint_db {checkpoint_db!r} is not a plain identifier")
@@ -116,6 +123,9 @@ class QueryRunner(_Metadata, _Worker):
         self.cost_config = cost_config
         self.engine_settings = dict(engine_settings)
         self.share_enforcer = share_enforcer
+        self.physical = tuple(physical) if physical is not None else None
+        if self.physical == ():
+            raise ValueError("physical needs at least one profile (None: join orders only)")
         self._share_key: str | None = None  # the run's key at the enforcer, while it runs
         self.poll_interval = 0.02
         self.cancel_settle_s = 1.5  # how long a cancelled CTAS is watched for a late table
@@ -178,11 +188,16 @@ class QueryRunner(_Metadata, _Worker):
                     if s.kind == "checkpoint":
                         continue
                     body = resolve_sql(p, p.stage(s.stage_id), names)
+                    pins = ""
+                    if self.physical is not None:  # as the executor pins it
+                        st = p.stage(s.stage_id)
+                        body = pin_hint(body, st, self.engine)
+                        pins = "".join(f"{x};\n" for x in pin_settings(st, self.engine))
                     if s.stage_id == p.root:
-                        statements[s.stage_id] = body
+                        statements[s.stage_id] = pins + body
                     else:
                         statements[s.stage_id] = (
-                            f"CREATE TABLE {names[s.signature]} {self.storage} AS {body}"
+                            f"{pins}CREATE TABLE {names[s.signature]} {self.storage} AS {body}"
                         )
                 out.append(
                     PlanEstimate(

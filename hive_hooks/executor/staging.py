@@ -6,7 +6,8 @@ execution that need no server: qualifying the query's tables and naming its chec
 namespace (:func:`qualify_query`, :func:`namespace_of`, :func:`checkpoint_name`), reading table
 descriptions and statistics (:func:`parse_describe`, :func:`parse_statistics`), feeding the
 planner the checkpoints as free stages (:func:`checkpoint_history`), turning stages into
-statements (:func:`resolve_sql`, :func:`is_base_scan`, :func:`passthrough_plan`), which stages
+statements (:func:`resolve_sql`, :func:`is_base_scan`, :func:`passthrough_plan`), pinning a
+join stage's physical form on the engine (:func:`pin_settings`, :func:`pin_hint`), which stages
 may start under a share (:func:`stage_vcores`, :func:`launchable`, :func:`needed_signatures`)
 and the plan-switching policy (:func:`greedy_policy`). No I/O.
 """
@@ -52,6 +53,8 @@ __all__ = [
     "parse_describe",
     "parse_statistics",
     "passthrough_plan",
+    "pin_hint",
+    "pin_settings",
     "qualify_query",
     "resolve_sql",
     "stage_vcores",
@@ -252,6 +255,85 @@ def resolve_sql(plan: Plan, stage: Stage, sources: Mapping[StageSignature, str])
         src = sources[plan.stage(i).signature]
         sql = sql.replace("{{" + i + "}}", src)
     return sql
+
+
+# The session settings that pin a join's form, per engine; a stage without a form resets them.
+# Spark: adaptive execution would re-plan the join and coalesce its partitions, so it is off
+# for a pinned join; the hint picks the strategy, the shuffle partitions the tasks.
+# Hive: the map join is the automatic conversion (with the MAPJOIN hint honoured), the reducers
+# the task count of a shuffle join.
+_PIN_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "spark": ("spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions"),
+        "hive": ("hive.auto.convert.join", "hive.ignore.mapjoin.hint", "mapreduce.job.reduces"),
+    }
+)
+_SPARK_HINT: Mapping[str, str] = MappingProxyType(
+    {"broadcast": "BROADCAST", "shuffle_hash": "SHUFFLE_HASH", "merge": "MERGE"}
+)
+BUILD_ALIAS = "r"  # the join stage's build (smaller) input, qoop_planner.sqlplan
+
+
+def pin_settings(stage: Stage, engine: str) -> tuple[str, ...]:
+    """The statements that pin ``stage``'s join method and partitions on ``engine`` before it
+    runs (``RESET`` of the same keys for a stage without a method, so a pooled session does
+    not carry one stage's form into the next).
+
+    >>> from qoop_planner.model import *
+    >>> sig = StageSignature(frozenset())
+    >>> j = Stage("j", "join", (), sig, (), "SELECT 1", StageCost(1, 1, Resources(1, 1)),
+    ...           method="shuffle_hash", partitions=12)
+    >>> pin_settings(j, "spark")
+    ('SET spark.sql.adaptive.enabled=false', 'SET spark.sql.shuffle.partitions=12')
+    >>> pin_settings(Stage("s", "scan", (), sig, (), "SELECT 1", j.cost), "spark")
+    ('RESET spark.sql.adaptive.enabled', 'RESET spark.sql.shuffle.partitions')
+    """
+    if engine not in _PIN_KEYS:
+        raise ValueError(f"unknown engine {engine!r}")
+    if not stage.method:
+        if engine == "hive":  # Hive's RESET takes no key: back to Hive's defaults
+            return (
+                "SET hive.auto.convert.join=true",
+                "SET hive.ignore.mapjoin.hint=true",
+                "SET mapreduce.job.reduces=-1",
+            )
+        return tuple(f"RESET {k}" for k in _PIN_KEYS[engine])
+    parts = max(1, stage.partitions)
+    if engine == "spark":
+        return ("SET spark.sql.adaptive.enabled=false", f"SET spark.sql.shuffle.partitions={parts}")
+    broadcast = stage.method == "broadcast"
+    return (
+        f"SET hive.auto.convert.join={'true' if broadcast else 'false'}",
+        "SET hive.ignore.mapjoin.hint=false",
+        f"SET mapreduce.job.reduces={-1 if broadcast else parts}",
+    )
+
+
+def pin_hint(sql: str, stage: Stage, engine: str) -> str:
+    """``sql`` (the stage's statement) with the join hint of its method on the build input.
+
+    >>> from qoop_planner.model import *
+    >>> sig = StageSignature(frozenset())
+    >>> j = Stage("j", "join", (), sig, (), "", StageCost(1, 1, Resources(1, 1)), "broadcast", 4)
+    >>> pin_hint("SELECT l.a FROM x AS l JOIN y AS r ON l.a = r.a", j, "spark")
+    'SELECT /*+ BROADCAST(r) */ l.a FROM x AS l JOIN y AS r ON l.a = r.a'
+    >>> pin_hint("SELECT 1", j, "hive")
+    'SELECT /*+ MAPJOIN(r) */ 1'
+    """
+    if not stage.method:
+        return sql
+    if engine == "spark":
+        hint = _SPARK_HINT.get(stage.method)
+    elif engine == "hive":
+        hint = "MAPJOIN" if stage.method == "broadcast" else None
+    else:
+        raise ValueError(f"unknown engine {engine!r}")
+    if hint is None:
+        return sql
+    head, sep, rest = sql.partition("SELECT ")
+    if sep == "" or head.strip():
+        raise ValueError(f"stage {stage.stage_id}: its SQL does not start with SELECT")
+    return f"SELECT /*+ {hint}({BUILD_ALIAS}) */ {rest}"
 
 
 def stage_vcores(stage: Stage, share: Share) -> float:

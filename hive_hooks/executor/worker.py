@@ -68,6 +68,7 @@ class _Task:
     started: float
     in_use: str = ""  # the name the CTAS writes (table, or table_r<n> after a leftover)
     inputs: tuple[str, ...] = ()  # checkpoint tables the statement reads
+    settings: tuple[str, ...] = ()  # statements pinning the stage's physical form, run first
     cancel_requested: bool = False
     handle: Any = None
     thread: threading.Thread | None = None
@@ -142,6 +143,8 @@ class _Worker(_Connections):
         try:
             conn, gen = self._pool.acquire()
             cur = conn.cursor(arraysize=self.fetch_size)
+            for statement in task.settings:
+                self._statement(cur, task, statement)
             if task.final:
                 self._reading(cur, task, task.sql)
                 columns = tuple(str(d[0]) for d in (cur.description or ()))

@@ -270,12 +270,28 @@ def test_running_stage_credit_only_for_the_current_plan():
     assert set(remaining_tasks(k, done_ab)) == {"C", "D", "CD", "ABCD"}
 
 
+def test_running_stage_of_the_same_form_is_credited_in_every_plan():
+    p1 = plan("p1", stage("S", "a", tasks=4, task_s=10))
+    p2 = plan("p2", stage("T", "a", tasks=4, task_s=10))  # same signature, same form
+    p3 = plan("p3", stage("U", "a", tasks=8, task_s=5))  # same signature, other partitioning
+    assert p1.stages[0].form == p2.stages[0].form != p3.stages[0].form
+    progress = advance(p1, Progress("p1"), share(2), 10.0)  # first wave of 2 done
+    assert progress.running[sig("a")] == RunningStage(2, 10.0, p1.stages[0].form)
+    assert remaining_tasks(p2, progress) == {"T": 2}
+    assert remaining_tasks(p3, progress) == {"U": 8}
+    assert estimate(p2, progress, share(2)).finish_s == 10.0
+    # switching to p2 carries the running stage over; to p3 it does not
+    assert advance(p2, progress, share(2), 0.0).running == {sig("a"): progress.running[sig("a")]}
+    assert advance(p3, progress, share(2), 0.0).running == {}
+
+
 def test_advance_reports_progress_and_drops_tasks_in_flight():
     p = plan("p", stage("S", "a", tasks=4, task_s=10), stage("F", "a", ("S",), 1, 5, top="agg"))
     prog = advance(p, Progress("p"), share(2), 15.0)
     assert prog.current_plan == "p"
     assert prog.checkpointed == frozenset()
-    assert prog.running == {sig("a"): RunningStage(tasks_done=2, elapsed_s=15.0)}
+    # the running stage carries its form (kind, method, tasks): intended since forms exist
+    assert prog.running == {sig("a"): RunningStage(tasks_done=2, elapsed_s=15.0, form="scan::4")}
     # the second wave (in flight at 15 s) restarts: 2 tasks, one wave, then F
     assert estimate(p, prog, share(2)).finish_s == 15.0
     prog = advance(p, prog, share(2), 10.0)
@@ -287,6 +303,49 @@ def test_advance_reports_progress_and_drops_tasks_in_flight():
     assert advance(p, Progress("p"), share(2), 0.0) == Progress("p")
     with pytest.raises(ValueError):
         advance(p, Progress("p"), share(2), -1.0)
+
+
+def test_advance_keeps_tasks_in_flight_and_a_decrease_fails_some():
+    p = plan("p", stage("S", "a", tasks=4, task_s=10), stage("F", "a", ("S",), 1, 5, top="agg"))
+    prog = advance(p, Progress("p"), share(2), 15.0, keep_in_flight=True)
+    # the second wave started at 10 s: two tasks 5 s into their 10 s
+    assert prog.running == {sig("a"): RunningStage(2, 15.0, "scan::4", (5.0, 5.0))}
+    assert estimate(p, prog, share(2)).finish_s == 10.0  # 5 s left, then F
+    assert estimate(p, prog, share(8)).finish_s == 10.0  # more vcores do not speed them up
+    # one vcore: one task keeps its slot (5 s left), the other fails and starts again
+    assert estimate(p, prog, share(1)).finish_s == 20.0
+    assert lower_bound(p, prog, share(1)) <= 20.0
+    # another plan with the stage in the same form lets the tasks finish too; another form not
+    same = plan(
+        "q", stage("S2", "a", tasks=4, task_s=10), stage("F", "a", ("S2",), 1, 5, top="agg")
+    )
+    other = plan(
+        "r", stage("S3", "a", tasks=2, task_s=20), stage("F", "a", ("S3",), 1, 5, top="agg")
+    )
+    assert estimate(same, prog, share(2)).finish_s == 10.0
+    assert estimate(other, prog, share(2)).finish_s == 25.0
+    # the tasks finish during the next advance: the stage is checkpointed
+    nxt = advance(p, prog, share(2), 6.0, keep_in_flight=True)
+    assert sig("a") in nxt.checkpointed
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_advancing_in_steps_under_a_constant_share_loses_nothing(seed):
+    # with tasks in flight kept, cutting a constant share into steps changes nothing
+    rng = random.Random(900 + seed)
+    p = random_plan(rng, "p")
+    sh = Resources(rng.choice([3, 4, 10, 25]), rng.choice([4, 8, 40]) * GB)
+    total = estimate(p, Progress("p"), sh).finish_s
+    prog, t = Progress("p"), 0.0
+    while True:
+        step = rng.uniform(0.5, 20)
+        left = estimate(p, prog, sh).finish_s
+        assert lower_bound(p, prog, sh) <= left + 1e-9
+        if left <= step:
+            break
+        prog = advance(p, prog, sh, step, keep_in_flight=True)
+        t += step
+    assert t + left == pytest.approx(total, rel=1e-9, abs=1e-9)
 
 
 def test_advance_stops_at_the_horizon_before_launching():
@@ -471,7 +530,8 @@ def test_pruned_decision_equals_full_evaluation(seed):
     plans = [random_plan(random.Random(rng.random()), f"p{i}", n_rel=5) for i in range(12)]
     sh = Resources(rng.choice([4, 10, 30]), rng.choice([8, 40]) * GB)
     cur = rng.choice(plans)
-    prog = advance(cur, Progress(cur.plan_id), sh, rng.uniform(0, 40))
+    keep = seed % 2 == 1  # half the cases with tasks in flight reported
+    prog = advance(cur, Progress(cur.plan_id), sh, rng.uniform(0, 40), keep_in_flight=keep)
     sh2 = Resources(rng.choice([4, 10, 30]), rng.choice([8, 40]) * GB)
     for h in (0.0, 0.15):
         fast = decide(plans, prog, sh2, hysteresis=h, current_plan_id=cur.plan_id)
