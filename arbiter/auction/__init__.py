@@ -72,8 +72,8 @@ instance of the process (the banner no HiGHS option can silence).
 
 from __future__ import annotations
 
-from arbiter.auction.mechanism import partial_allocation
-from arbiter.auction.model import RHO_MAX, RHO_MIN, Bid, PAResult, Rounding
+from arbiter.auction.mechanism import partial_allocation, partial_allocation_with_solver
+from arbiter.auction.model import RHO_MAX, RHO_MIN, Bid, PAResult, Rounding, Solver
 from arbiter.auction.payments import PAYMENT_GAP
 from arbiter.auction.reference import brute_force_payments, brute_force_pf
 from arbiter.auction.solve import quiet_highs
@@ -85,8 +85,10 @@ __all__ = [
     "Bid",
     "PAResult",
     "Rounding",
+    "Solver",
     "brute_force_payments",
     "brute_force_pf",
     "partial_allocation",
+    "partial_allocation_with_solver",
     "quiet_highs",
 ]

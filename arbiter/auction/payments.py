@@ -16,7 +16,8 @@ import math
 from collections.abc import Callable, Mapping
 
 from arbiter.auction.formulation import _App, _components, _cost
-from arbiter.auction.solve import _ENUMERATION_LIMIT, _Market, _optimum, _past
+from arbiter.auction.model import Solver
+from arbiter.auction.solve import _ENUMERATION_LIMIT, _CliqueMarket, _Market, _optimum, _past
 
 __all__ = ["PAYMENT_GAP"]
 
@@ -82,6 +83,7 @@ def _pf_and_payments(
     time_budget: float | None = None,
     *,
     clock: Callable[[], float],
+    solver: Solver = Solver.CLIQUES,
 ) -> tuple[dict[int, int], dict[int, float], dict[int, float], int, int]:
     """PF choice (app -> row) and c_i for every app; also the number of MILP solves and of
     solves stopped by ``time_budget`` (seconds on ``clock``; None = every solve to its gap).
@@ -108,7 +110,8 @@ def _pf_and_payments(
         k: math.prod(len(apps[a].rows) for a in comp) > _ENUMERATION_LIMIT and len(comp) > 1
         for k, comp in enumerate(comps)
     }
-    markets = {k: _Market(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
+    market_type = _CliqueMarket if solver == Solver.CLIQUES else _Market
+    markets = {k: market_type(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
     # Phase 1: the proportional-fair allocation of every component.
     lost: dict[int, frozenset[int]] = {}
     left = sum(big.values())

@@ -121,7 +121,13 @@ class _Market:
     integral it is the 0/1 optimum; otherwise a small depth-first branch and bound runs on the
     same warm LP, and past a node limit the model is handed to HiGHS's MILP solver (presolve,
     cuts) seeded with the incumbent.
+
+    This is the previous solver (``Solver.PAIRS``): its cuts are the two-app cliques of
+    :meth:`_separate`. :class:`_CliqueMarket` separates maximal cliques of the conflict graph.
     """
+
+    cut_rounds = _CUT_ROUNDS
+    node_limit = _NODE_LIMIT
 
     def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
         self.apps = apps
@@ -254,12 +260,12 @@ class _Market:
             if self.deadline is not None and best is not None and _past(self.deadline, self.clock):
                 self.budget_stops += 1
                 return best
-            if nodes > _NODE_LIMIT:
+            if nodes > self.node_limit:
                 return None
             for k, v in fixes:
                 self._bounds(h, (k,), v, v)
             try:
-                for rnd in range(_CUT_ROUNDS + 1):
+                for rnd in range(self.cut_rounds + 1):
                     h.run()
                     status = h.getModelStatus()
                     values = np.asarray(h.getSolution().col_value)
@@ -268,7 +274,7 @@ class _Market:
                     # tighten the model for the next run.
                     if (
                         status != highspy.HighsModelStatus.kOptimal
-                        or rnd == _CUT_ROUNDS
+                        or rnd == self.cut_rounds
                         or not self._separate(values)
                     ):
                         break
@@ -317,6 +323,11 @@ class _Market:
                     if cut not in self.cuts:
                         self.cuts.add(cut)
                         added.append(cut)
+        self._add_cuts(added)
+        return len(added)
+
+    def _add_cuts(self, added: list[tuple[int, ...]]) -> None:
+        """Append ``Σ_{k in cut} x[k] <= 1`` for each cut to the warm LP."""
         if added:
             starts = np.cumsum([0] + [len(c) for c in added[:-1]]).astype(np.int32)
             index = np.fromiter((c for cut in added for c in cut), dtype=np.int32)
@@ -330,7 +341,6 @@ class _Market:
                 index,
                 np.ones(index.size),
             )
-        return len(added)
 
     def solve_milp(
         self,
@@ -380,6 +390,74 @@ class _Market:
             if a not in excluded:
                 chosen[a] = self.col_row[k]
         return chosen
+
+
+class _CliqueMarket(_Market):
+    """:class:`_Market` with maximal-clique cuts (``Solver.CLIQUES``, the default).
+
+    Two rows conflict when they belong to one app or share a GPU; any set of pairwise
+    conflicting rows (a clique of this conflict graph) holds at most one chosen row, for every
+    ``-i`` market alike, so each clique cut ``Σ_{k in K} x[k] <= 1`` is valid for the whole
+    model's life. The per-GPU and per-app constraints are cliques of one kind each, and
+    :class:`_Market`'s cuts join one row with the rows of one other app; the LPs of the
+    benchmark's tail (symmetric equal-ρ rows of several apps around the same machines) stay
+    fractional with those alone: e.g. x = 1/3 on three rows of app A, each meeting a row of B
+    and one of C. Here each fractional row grows, greedily by LP value, into a maximal clique
+    of the LP's support, and a violated one is lifted with rows at 0 until no row conflicts
+    with all of it (a stronger cut for the next LPs). The graph is held as one bitmask of
+    conflicting columns per column, built at the first fractional LP.
+    """
+
+    cut_rounds = 10
+
+    def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
+        super().__init__(apps, members, clock)
+        self._conflicts: list[int] | None = None
+
+    def conflicts(self) -> list[int]:
+        """Per column, the bitmask of the columns it conflicts with (not itself)."""
+        if self._conflicts is None:
+            by_gpu: dict[int, int] = {}
+            by_app: dict[int, int] = {}
+            for k, (a, r) in enumerate(zip(self.col_app, self.col_row, strict=True)):
+                by_app[a] = by_app.get(a, 0) | (1 << k)
+                for g in self.apps[a].rows[r][0]:
+                    by_gpu[g] = by_gpu.get(g, 0) | (1 << k)
+            out = []
+            for k, (a, r) in enumerate(zip(self.col_app, self.col_row, strict=True)):
+                mask = by_app[a]
+                for g in self.apps[a].rows[r][0]:
+                    mask |= by_gpu[g]
+                out.append(mask & ~(1 << k))
+            self._conflicts = out
+        return self._conflicts
+
+    def _separate(self, values: np.ndarray) -> int:
+        """Add violated maximal-clique cuts (see the class docstring); return how many."""
+        conflicts = self.conflicts()
+        support = sorted(np.flatnonzero(values > 1e-6).tolist(), key=lambda k: -values[k])
+        added: list[tuple[int, ...]] = []
+        for k in support:
+            if values[k] >= 1 - 1e-6:
+                continue
+            clique, candidates, weight = [k], conflicts[k], values[k]
+            for c in support:
+                if candidates >> c & 1:
+                    clique.append(c)
+                    weight += values[c]
+                    candidates &= conflicts[c]
+            if weight <= 1 + 1e-6:
+                continue
+            while candidates:  # lift: rows at 0 that conflict with the whole clique
+                c = (candidates & -candidates).bit_length() - 1
+                clique.append(c)
+                candidates &= conflicts[c]
+            cut = tuple(sorted(clique))
+            if cut not in self.cuts:
+                self.cuts.add(cut)
+                added.append(cut)
+        self._add_cuts(added)
+        return len(added)
 
 
 def _optimum(
