@@ -110,7 +110,8 @@ def _pf_and_payments(
         k: math.prod(len(apps[a].rows) for a in comp) > _ENUMERATION_LIMIT and len(comp) > 1
         for k, comp in enumerate(comps)
     }
-    market_type = _CliqueMarket if solver == Solver.CLIQUES else _Market
+    # naive=True is the straightforward formulation whatever the solver: plain MILPs.
+    market_type = _CliqueMarket if solver == Solver.CLIQUES and not naive else _Market
     markets = {k: market_type(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
     # Phase 1: the proportional-fair allocation of every component.
     lost: dict[int, frozenset[int]] = {}
