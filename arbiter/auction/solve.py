@@ -227,6 +227,19 @@ class _Market:
         ``required`` apps must get a non-empty row: a valid tightening when every optimum
         serves them (the ``-i`` solves of Gap 2's market).
         """
+        found = self.solve_or_defer(excluded, hint, required, gap)
+        return found if isinstance(found, dict) else found()
+
+    def solve_or_defer(
+        self,
+        excluded: frozenset[int] = frozenset(),
+        hint: Mapping[int, int] | None = None,
+        required: frozenset[int] = frozenset(),
+        gap: float = _EXACT_GAP,
+    ) -> dict[int, int] | Callable[[], dict[int, int]]:
+        """:meth:`solve`, except that a solve the warm LP cannot finish is returned as a call
+        of HiGHS's MILP on a model of its own, which may run on another thread (it shares
+        nothing mutable with this market's warm LP or with other such calls)."""
         zeroed = self._zeroed(excluded, required)
         # Only the difference to the previous solve's bounds is sent: consecutive ``-i``
         # solves differ in two apps, so the warm dual simplex has little to repair.
@@ -245,7 +258,10 @@ class _Market:
             lb, reduced = self.root
             ub = _cost(self.apps, {a: hint.get(a, 0) for a in self.members if a not in excluded})
             fixed = set(np.flatnonzero(reduced > ub - lb + 1e-7).tolist()) - zeroed
-        return self.solve_milp(excluded, hint, required, gap, fixed)
+        self.milp_solves += 1
+        cuts = sorted(self.cuts) if self.milp_cuts else []
+        hint = dict(hint) if hint is not None else None
+        return lambda: self._solve_milp(excluded, hint, required, gap, fixed, cuts)
 
     def _branch_and_bound(
         self, zeroed: set[int], excluded: frozenset[int], hint: Mapping[int, int] | None
@@ -362,10 +378,23 @@ class _Market:
         discarded and the model solved again without the seed and without presolve.
         """
         self.milp_solves += 1
+        cuts = sorted(self.cuts) if self.milp_cuts else []
+        return self._solve_milp(excluded, hint, required, gap, fixed, cuts)
+
+    def _solve_milp(
+        self,
+        excluded: frozenset[int],
+        hint: Mapping[int, int] | None,
+        required: frozenset[int],
+        gap: float,
+        fixed: Iterable[int],
+        cuts: list[tuple[int, ...]],
+    ) -> dict[int, int]:
         zeroed = self._zeroed(excluded, required) | set(fixed)
         for attempt in range(2):
             seed = hint if attempt == 0 else None
-            h = self._milp(zeroed, excluded, seed, gap, presolve=self.milp_presolve and not attempt)
+            presolve = self.milp_presolve and not attempt
+            h = self._milp(zeroed, excluded, seed, gap, presolve, cuts)
             h.run()
             status = h.getModelStatus()
             if status == highspy.HighsModelStatus.kOptimal:
@@ -392,19 +421,21 @@ class _Market:
         hint: Mapping[int, int] | None,
         gap: float,
         presolve: bool,
+        cuts: list[tuple[int, ...]],
     ) -> highspy.Highs:
-        """A fresh HiGHS MILP of this market: ``zeroed`` columns fixed to 0, seeded with
-        ``hint``, carrying the cuts found so far when ``milp_cuts``."""
-        lp = self.lp
-        lp.integrality_ = [highspy.HighsVarType.kInteger] * lp.num_col_
-        h = self._highs(lp)
+        """A fresh HiGHS MILP of this market: ``zeroed`` columns fixed to 0, ``cuts`` added,
+        seeded with ``hint``. It only reads the market (the base LP is never modified), so
+        several can be built and run at once."""
+        h = self._highs(self.lp)
+        n = self.lp.num_col_
+        h.changeColsIntegrality(
+            n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger)
+        )
         h.setOptionValue("mip_abs_gap", gap)
         if not presolve:
             h.setOptionValue("presolve", "off")
-        lp.integrality_ = []
         self._bounds(h, zeroed, 0.0, 0.0)
-        if self.milp_cuts:
-            _append_cuts(h, sorted(self.cuts))
+        _append_cuts(h, cuts)
         if hint:
             sol = highspy.HighsSolution()
             sol.col_value = [
@@ -521,8 +552,29 @@ def _optimum(
     required: frozenset[int] = frozenset(),
     gap: float = _EXACT_GAP,
 ) -> dict[int, int]:
+    """The optimum of ``members`` without ``excluded``: enumerated when small, else on the
+    market."""
+    found = _optimum_or_defer(apps, members, market, excluded, hint, required, gap, defer=False)
+    return found if isinstance(found, dict) else found()
+
+
+def _optimum_or_defer(
+    apps: list[_App],
+    members: list[int],
+    market: _Market | None,
+    excluded: frozenset[int],
+    hint: Mapping[int, int] | None = None,
+    required: frozenset[int] = frozenset(),
+    gap: float = _EXACT_GAP,
+    *,
+    defer: bool,
+) -> dict[int, int] | Callable[[], dict[int, int]]:
+    """:func:`_optimum`; with ``defer``, a MILP fallback comes back as a call to make
+    (:meth:`_Market.solve_or_defer`)."""
     included = [a for a in members if a not in excluded]
     if len(included) <= 1 or math.prod(len(apps[a].rows) for a in included) <= _ENUMERATION_LIMIT:
         return _enumerate(apps, included)
     assert market is not None
+    if defer:
+        return market.solve_or_defer(excluded, hint, required, gap)
     return market.solve(excluded, hint, required, gap)
