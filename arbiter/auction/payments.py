@@ -39,6 +39,7 @@ _C_FLOOR = math.ulp(0.0)
 # Threads for the MILP fallbacks of the ``-i`` solves (HiGHS runs without the GIL); on this
 # 2-core machine two ran six fallbacks of the benchmark's 64 x 256 x 32 tail 2.3x faster.
 _WORKERS = min(2, os.cpu_count() or 1)
+_REASSIGN_HINT = True
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
@@ -189,6 +190,8 @@ def _pf_and_payments(
                 hint = kept
                 if market and end is not None:
                     market.deadline = _slice(end, len(todo) - n, clock)
+                    hint = _reassign(apps, kept)
+                elif market and solver == Solver.CLIQUES and _REASSIGN_HINT:
                     hint = _reassign(apps, kept)
                 # Every optimum without i keeps all of the market served (Gap 2), so starving
                 # members may be required to get GPUs: this removes ρ = ∞ from the LP.

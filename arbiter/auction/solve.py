@@ -140,6 +140,7 @@ class _Market:
     node_limit = _NODE_LIMIT
     milp_presolve = True  # HiGHS presolve in the MILP fallback
     milp_cuts = False  # hand the cuts found so far to the MILP fallback
+    milp_compact = False  # leave the zeroed columns out of the MILP fallback
 
     def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
         self.apps = apps
@@ -394,18 +395,19 @@ class _Market:
         for attempt in range(2):
             seed = hint if attempt == 0 else None
             presolve = self.milp_presolve and not attempt
-            h = self._milp(zeroed, excluded, seed, gap, presolve, cuts)
+            h, cols = self._milp(zeroed, excluded, seed, gap, presolve, cuts)
             h.run()
             status = h.getModelStatus()
+
             if status == highspy.HighsModelStatus.kOptimal:
-                choice = self._choice(np.asarray(h.getSolution().col_value), excluded)
+                choice = self._choice(self._values(h, cols), excluded)
                 if self._agrees(choice, h.getInfo().objective_function_value, excluded):
                     return choice
                 continue
             if self.deadline is not None and status == highspy.HighsModelStatus.kTimeLimit:
                 self.budget_stops += 1
                 if h.getInfo().primal_solution_status == _FEASIBLE:
-                    choice = self._choice(np.asarray(h.getSolution().col_value), excluded)
+                    choice = self._choice(self._values(h, cols), excluded)
                     if self._agrees(choice, h.getInfo().objective_function_value, excluded):
                         return choice
                 if hint is not None:
@@ -422,30 +424,77 @@ class _Market:
         gap: float,
         presolve: bool,
         cuts: list[tuple[int, ...]],
-    ) -> highspy.Highs:
-        """A fresh HiGHS MILP of this market: ``zeroed`` columns fixed to 0, ``cuts`` added,
-        seeded with ``hint``. It only reads the market (the base LP is never modified), so
-        several can be built and run at once."""
-        h = self._highs(self.lp)
+    ) -> tuple[highspy.Highs, np.ndarray]:
+        """A fresh HiGHS MILP of this market with ``zeroed`` columns at 0, ``cuts`` added,
+        seeded with ``hint``; also the market column of each of its columns.
+
+        With ``milp_compact`` the zeroed columns are left out of the model instead of fixed
+        (after reduced-cost fixing most are: HiGHS then builds its clique table and probes
+        over the few hundred columns that can still change). It only reads the market (the
+        base LP is never modified), so several can be built and run at once.
+        """
         n = self.lp.num_col_
+        if self.milp_compact:
+            cols = np.setdiff1d(
+                np.arange(n), np.fromiter(zeroed, dtype=np.int64, count=len(zeroed))
+            )
+            lp = self._sub_lp(cols)
+        else:
+            cols, lp = np.arange(n), self.lp
+        h = self._highs(lp)
+        m = cols.size
         h.changeColsIntegrality(
-            n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger)
+            m, np.arange(m, dtype=np.int32), np.full(m, highspy.HighsVarType.kInteger)
         )
         h.setOptionValue("mip_abs_gap", gap)
         if not presolve:
             h.setOptionValue("presolve", "off")
-        self._bounds(h, zeroed, 0.0, 0.0)
-        _append_cuts(h, cuts)
+        if self.milp_compact:
+            position = np.full(n, -1)
+            position[cols] = np.arange(m)
+            kept = (tuple(int(position[k]) for k in cut if position[k] >= 0) for cut in cuts)
+            _append_cuts(h, [cut for cut in kept if len(cut) > 1])
+        else:
+            self._bounds(h, zeroed, 0.0, 0.0)
+            _append_cuts(h, cuts)
         if hint:
             sol = highspy.HighsSolution()
             sol.col_value = [
                 1.0 if (0 if a in excluded else hint.get(a, 0)) == r else 0.0
-                for a, r in zip(self.col_app, self.col_row, strict=True)
+                for a, r in ((self.col_app[k], self.col_row[k]) for k in cols.tolist())
             ]
             h.setSolution(sol)
         if self.deadline is not None:
             h.setOptionValue("time_limit", max(1e-3, self.deadline - self.clock()))
-        return h
+        return h, cols
+
+    def _values(self, h: highspy.Highs, cols: np.ndarray) -> np.ndarray:
+        """The solution of a :meth:`_milp` model over all the market's columns."""
+        out = np.zeros(self.lp.num_col_)
+        out[cols] = np.asarray(h.getSolution().col_value)
+        return out
+
+    def _sub_lp(self, cols: np.ndarray) -> highspy.HighsLp:
+        """The base LP restricted to ``cols`` (every row kept)."""
+        base = self.lp
+        start = np.asarray(base.a_matrix_.start_)
+        index = np.asarray(base.a_matrix_.index_)
+        lengths = start[cols + 1] - start[cols]
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = cols.size, base.num_row_
+        lp.col_cost_ = np.asarray(base.col_cost_)[cols]
+        lp.col_lower_ = np.zeros(cols.size)
+        lp.col_upper_ = np.ones(cols.size)
+        lp.row_lower_ = np.asarray(base.row_lower_)
+        lp.row_upper_ = np.asarray(base.row_upper_)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        picked = [index[start[k] : start[k + 1]] for k in cols.tolist()]
+        lp.a_matrix_.index_ = (
+            np.concatenate(picked).astype(np.int32) if picked else np.zeros(0, np.int32)
+        )
+        lp.a_matrix_.value_ = np.ones(int(lengths.sum()))
+        return lp
 
     def _agrees(
         self, choice: Mapping[int, int], objective: float, excluded: frozenset[int]
@@ -492,6 +541,7 @@ class _CliqueMarket(_Market):
     # presolve and with these cuts HiGHS took half the time (98 against 195 ms per solve).
     milp_presolve = False
     milp_cuts = True
+    milp_compact = True
 
     def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
         super().__init__(apps, members, clock)
