@@ -7,7 +7,8 @@
 Removing app i only changes its own conflict component, and c_i = 1 with no solve when G_i,pf
 is empty, when no other app has a row touching G_i,pf, or when every other app already holds
 its best row. Each ``-i`` solve starts from the PF rows of the others as incumbent and requires
-the starving apps the PF served (spec B.5 Gap 2).
+the starving apps the PF served (spec B.5 Gap 2). Without a time budget, the ``-i`` solves
+that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``).
 """
 
 from __future__ import annotations

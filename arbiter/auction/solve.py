@@ -2,10 +2,13 @@
 
 Each conflict component is one HiGHS model (:class:`_Market`), reused for the
 proportional-fair solve and all its ``-i`` solves (bound changes, warm dual simplex). Clique
-cuts (x[j,R] + Σ of app i's rows meeting R <= 1) are separated and kept, so the LP is integral
-far more often; an integral LP optimum is the 0/1 optimum. Otherwise a small LP branch and bound
-runs, then HiGHS's MILP (presolve, symmetry, cuts). Tiny components are enumerated
-(:func:`_enumerate`).
+cuts are separated and kept, so the LP is integral far more often; an integral LP optimum is
+the 0/1 optimum: :class:`_CliqueMarket` (``Solver.CLIQUES``, the default) separates maximal
+cliques of the rows' conflict graph, :class:`_Market` itself (``Solver.PAIRS``, the previous
+solver) the cliques x[j,R] + Σ of app i's rows meeting R <= 1. Otherwise a small LP branch and
+bound runs, then HiGHS's MILP, whose answer is checked before it is used
+(:meth:`_Market.solve_milp`); a ``-i`` solve can hand that MILP back as a call to run on another
+thread (:meth:`_Market.solve_or_defer`). Tiny components are enumerated (:func:`_enumerate`).
 
 Time is never read here: a solve's deadline is compared with the ``clock`` its caller passes
 in (:class:`_Market`), so a budgeted auction can be replayed with a fake clock.
