@@ -40,7 +40,6 @@ _C_FLOOR = math.ulp(0.0)
 # Threads for the MILP fallbacks of the ``-i`` solves (HiGHS runs without the GIL); on this
 # 2-core machine two ran six fallbacks of the benchmark's 64 x 256 x 32 tail 2.3x faster.
 _WORKERS = min(2, os.cpu_count() or 1)
-_REASSIGN_HINT = True
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
@@ -80,12 +79,6 @@ def _reassign(apps: list[_App], kept: Mapping[int, int]) -> dict[int, int]:
                 choice[a] = best_r
                 improved = True
     return choice
-
-
-def _submit(
-    pool: ThreadPoolExecutor | None, job: Callable[[], dict[int, int]]
-) -> dict[int, int] | Future[dict[int, int]]:
-    return job() if pool is None else pool.submit(job)
 
 
 def _slice(end: float | None, left: int, clock: Callable[[], float]) -> float | None:
@@ -176,7 +169,7 @@ def _pf_and_payments(
     # worker threads (HiGHS releases the GIL), while this thread goes on with the next solves.
     # (Solver.PAIRS, the previous solver, stays sequential.)
     concurrent = solver == Solver.CLIQUES and time_budget is None and not naive and _WORKERS > 1
-    pool = ThreadPoolExecutor(_WORKERS) if concurrent and markets else None
+    pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
     opts: list[dict[int, int] | Future[dict[int, int]]] = []
     try:
         for n, (k, i, kept) in enumerate(todo):
@@ -192,8 +185,6 @@ def _pf_and_payments(
                 if market and end is not None:
                     market.deadline = _slice(end, len(todo) - n, clock)
                     hint = _reassign(apps, kept)
-                elif market and solver == Solver.CLIQUES and _REASSIGN_HINT:
-                    hint = _reassign(apps, kept)
                 # Every optimum without i keeps all of the market served (Gap 2), so starving
                 # members may be required to get GPUs: this removes ρ = ∞ from the LP.
                 required = frozenset(a for a in kept if apps[a].starving)
@@ -205,9 +196,15 @@ def _pf_and_payments(
                     hint=hint,
                     required=required,
                     gap=payment_gap,
-                    defer=pool is not None,
+                    defer=concurrent,
+                    # A MILP fallback starts from the others' local moves into i's GPUs.
+                    improve=(lambda h: _reassign(apps, h)) if solver == Solver.CLIQUES else None,
                 )
-                opt = found if isinstance(found, dict) else _submit(pool, found)
+                if isinstance(found, dict):
+                    opt = found
+                else:
+                    pool = pool or ThreadPoolExecutor(_WORKERS)
+                    opt = pool.submit(found)
             opts.append(opt)
         for (_, i, kept), opt in zip(todo, opts, strict=True):
             value = _cost(apps, opt if isinstance(opt, dict) else opt.result())

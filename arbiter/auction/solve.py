@@ -240,10 +240,13 @@ class _Market:
         hint: Mapping[int, int] | None = None,
         required: frozenset[int] = frozenset(),
         gap: float = _EXACT_GAP,
+        improve: Callable[[Mapping[int, int]], dict[int, int]] | None = None,
     ) -> dict[int, int] | Callable[[], dict[int, int]]:
         """:meth:`solve`, except that a solve the warm LP cannot finish is returned as a call
         of HiGHS's MILP on a model of its own, which may run on another thread (it shares
-        nothing mutable with this market's warm LP or with other such calls)."""
+        nothing mutable with this market's warm LP or with other such calls). ``improve``
+        (a local search from ``hint``) runs only then, for the MILP's seed and for
+        reduced-cost fixing."""
         zeroed = self._zeroed(excluded, required)
         # Only the difference to the previous solve's bounds is sent: consecutive ``-i``
         # solves differ in two apps, so the warm dual simplex has little to repair.
@@ -255,6 +258,10 @@ class _Market:
         found = self._branch_and_bound(zeroed, excluded, hint)
         if found is not None:
             return found
+        if hint is not None and improve is not None:
+            better = improve(hint)
+            if _cost(self.apps, better) < _cost(self.apps, dict(hint)):
+                hint = better
         fixed: set[int] = set()
         if hint is not None and self.root is not None:
             # Reduced-cost fixing: with root bound LB and incumbent cost UB, a column whose
@@ -621,6 +628,7 @@ def _optimum_or_defer(
     gap: float = _EXACT_GAP,
     *,
     defer: bool,
+    improve: Callable[[Mapping[int, int]], dict[int, int]] | None = None,
 ) -> dict[int, int] | Callable[[], dict[int, int]]:
     """:func:`_optimum`; with ``defer``, a MILP fallback comes back as a call to make
     (:meth:`_Market.solve_or_defer`)."""
@@ -628,6 +636,5 @@ def _optimum_or_defer(
     if len(included) <= 1 or math.prod(len(apps[a].rows) for a in included) <= _ENUMERATION_LIMIT:
         return _enumerate(apps, included)
     assert market is not None
-    if defer:
-        return market.solve_or_defer(excluded, hint, required, gap)
-    return market.solve(excluded, hint, required, gap)
+    found = market.solve_or_defer(excluded, hint, required, gap, improve)
+    return found if defer or isinstance(found, dict) else found()
