@@ -23,11 +23,18 @@ Speed comes from the problem's structure, not from approximations:
   better market without i would then be compatible with G_i,pf and improve G_pf, a
   contradiction), or when every other app already holds its best row;
 * each component is one HiGHS model reused for the PF solve and all its ``-i`` solves (bound
-  changes, warm dual simplex). Clique cuts (x[j,R] + Σ of app i's rows meeting R <= 1) are
-  separated and kept, so the LP is integral far more often; an integral LP optimum is the
-  0/1 optimum. Otherwise a small LP branch and bound runs, then HiGHS's MILP (presolve,
-  symmetry, cuts). Each ``-i`` solve starts from the PF rows of the others as incumbent and
-  requires the starving apps the PF served (Gap 2 below), which keeps ρ = ∞ out of its LP;
+  changes, warm dual simplex). Clique cuts are separated and kept, so the LP is integral far
+  more often; an integral LP optimum is the 0/1 optimum. The default solver
+  (``Solver.CLIQUES``) grows each fractional row into a maximal clique of the conflict graph
+  (rows of one app, or sharing a GPU); the previous one (``Solver.PAIRS``, selectable through
+  :func:`partial_allocation_with_solver`) only joins a row with the rows of one other app,
+  which leaves the symmetric tails (equal-ρ rows of three or more apps around the same
+  machines) fractional. Otherwise a small LP branch and bound runs, then HiGHS's MILP,
+  whose answer is checked (disjoint rows costing the optimum HiGHS reports) before use.
+  Each ``-i`` solve starts from the PF rows of the others (improved by local moves) as
+  incumbent and requires the starving apps the PF served (Gap 2 below), which keeps ρ = ∞
+  out of its LP. The ``-i`` MILP fallbacks run on two worker threads (HiGHS releases the
+  GIL), over the columns reduced-cost fixing leaves free;
 * tiny components are enumerated.
 
 The PF allocation is solved to optimality (gap 1e-9 in Σ log ρ). The ``-i`` solves, which only
@@ -58,7 +65,8 @@ Layout of the package (every public name is importable from ``arbiter.auction``)
 
 * :mod:`arbiter.auction.model`: the bid table (spec B.4) and the auction's result;
 * :mod:`arbiter.auction.formulation`: the 0/1 program (costs log ρ, Gap 2), conflict components;
-* :mod:`arbiter.auction.solve`: HiGHS (clique cuts, LP branch and bound, MILP) and enumeration;
+* :mod:`arbiter.auction.solve`: HiGHS (clique cuts, LP branch and bound, MILP) and enumeration
+  (:class:`Solver` picks the cuts);
 * :mod:`arbiter.auction.payments`: the PF allocation and the hidden payments c_i;
 * :mod:`arbiter.auction.leftover`: Gap 1, from c_i to whole GPUs and the leftover L;
 * :mod:`arbiter.auction.mechanism`: :func:`partial_allocation`, the one-shot PA auction;
@@ -72,8 +80,8 @@ instance of the process (the banner no HiGHS option can silence).
 
 from __future__ import annotations
 
-from arbiter.auction.mechanism import partial_allocation
-from arbiter.auction.model import RHO_MAX, RHO_MIN, Bid, PAResult, Rounding
+from arbiter.auction.mechanism import partial_allocation, partial_allocation_with_solver
+from arbiter.auction.model import RHO_MAX, RHO_MIN, Bid, PAResult, Rounding, Solver
 from arbiter.auction.payments import PAYMENT_GAP
 from arbiter.auction.reference import brute_force_payments, brute_force_pf
 from arbiter.auction.solve import quiet_highs
@@ -85,8 +93,10 @@ __all__ = [
     "Bid",
     "PAResult",
     "Rounding",
+    "Solver",
     "brute_force_payments",
     "brute_force_pf",
     "partial_allocation",
+    "partial_allocation_with_solver",
     "quiet_highs",
 ]

@@ -22,10 +22,10 @@ class _App:
     keys: tuple[frozenset[str], ...]
     rows_rho: tuple[float, ...]
     starving: bool  # ρ_old = ∞
+    best: float = math.inf  # the lowest cost of any row (set by __post_init__)
 
-    @property
-    def best(self) -> float:
-        return min(cost for _, cost in self.rows)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "best", min(cost for _, cost in self.rows))
 
 
 def _prepare(bids: Iterable[Bid], offered: frozenset[str]) -> list[_App]:

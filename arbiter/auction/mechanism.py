@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 from arbiter.auction.formulation import _prepare
 from arbiter.auction.leftover import _settle
-from arbiter.auction.model import Bid, PAResult, Rounding
+from arbiter.auction.model import Bid, PAResult, Rounding, Solver
 from arbiter.auction.payments import PAYMENT_GAP, _pf_and_payments
 
-__all__ = ["partial_allocation"]
+__all__ = ["partial_allocation", "partial_allocation_with_solver"]
 
 
 def partial_allocation(
@@ -49,6 +49,34 @@ def partial_allocation(
     ``clock`` (seconds, monotonic) is what the time budget is measured on: the auction reads
     no other clock (HiGHS's own ``time_limit`` is set from it).
     """
+    return partial_allocation_with_solver(
+        Solver.CLIQUES,
+        bids,
+        offered,
+        rounding=rounding,
+        naive=naive,
+        payment_gap=payment_gap,
+        time_budget=time_budget,
+        clock=clock,
+    )
+
+
+def partial_allocation_with_solver(
+    solver: Solver | str,
+    bids: Iterable[Bid],
+    offered: frozenset[str],
+    *,
+    rounding: Rounding | str = Rounding.LEASE_TIME,
+    naive: bool = False,
+    payment_gap: float = PAYMENT_GAP,
+    time_budget: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> PAResult:
+    """:func:`partial_allocation` on a chosen :class:`Solver` (the benchmark compares them).
+
+    Every solver is exact: the allocation value and each market without one app agree.
+    """
+    solver = Solver(solver)
     if not 0.0 <= payment_gap <= 0.1:
         raise ValueError(f"payment_gap must be in [0, 0.1], got {payment_gap}")
     if time_budget is not None and not (time_budget > 0 and math.isfinite(time_budget)):
@@ -62,7 +90,12 @@ def partial_allocation(
     bids = list(bids)
     apps = _prepare(bids, offered)
     choice, c_idx, without, solves, stops = _pf_and_payments(
-        apps, naive=naive, payment_gap=payment_gap, time_budget=time_budget, clock=clock
+        apps,
+        naive=naive,
+        payment_gap=payment_gap,
+        time_budget=time_budget,
+        clock=clock,
+        solver=solver,
     )
 
     pf = {a.app_id: a.keys[choice[i]] for i, a in enumerate(apps)}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-__all__ = ["RHO_MAX", "RHO_MIN", "Bid", "PAResult", "Rounding"]
+__all__ = ["RHO_MAX", "RHO_MIN", "Bid", "PAResult", "Rounding", "Solver"]
 
 # Accepted range of finite ρ: wide enough for any real app, narrow enough that products of
 # ratios stay meaningful in floating point.
@@ -26,6 +26,18 @@ class Rounding(StrEnum):
 
     LEASE_TIME = "lease-time"
     COUNT = "count"
+
+
+class Solver(StrEnum):
+    """Which exact solver runs the auction's 0/1 programs (:mod:`arbiter.auction.solve`).
+
+    Both are exact and agree on every optimum value; they differ in the cuts that keep the
+    LP relaxation integral. ``PAIRS`` is the previous solver, kept so a benchmark can compare
+    the two in one run.
+    """
+
+    CLIQUES = "cliques"  # maximal cliques of the conflict graph (the default)
+    PAIRS = "pairs"  # one row against the rows of one other app (previous)
 
 
 @dataclass(frozen=True)

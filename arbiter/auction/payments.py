@@ -7,16 +7,27 @@
 Removing app i only changes its own conflict component, and c_i = 1 with no solve when G_i,pf
 is empty, when no other app has a row touching G_i,pf, or when every other app already holds
 its best row. Each ``-i`` solve starts from the PF rows of the others as incumbent and requires
-the starving apps the PF served (spec B.5 Gap 2).
+the starving apps the PF served (spec B.5 Gap 2). Without a time budget, the ``-i`` solves
+that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from arbiter.auction.formulation import _App, _components, _cost
-from arbiter.auction.solve import _ENUMERATION_LIMIT, _Market, _optimum, _past
+from arbiter.auction.model import Solver
+from arbiter.auction.solve import (
+    _ENUMERATION_LIMIT,
+    _CliqueMarket,
+    _Market,
+    _optimum,
+    _optimum_or_defer,
+    _past,
+)
 
 __all__ = ["PAYMENT_GAP"]
 
@@ -26,6 +37,9 @@ __all__ = ["PAYMENT_GAP"]
 PAYMENT_GAP = 1e-4
 # c_i is a product of ratios that could underflow to 0 with extreme bids; it stays in (0, 1].
 _C_FLOOR = math.ulp(0.0)
+# Threads for the MILP fallbacks of the ``-i`` solves (HiGHS runs without the GIL); on this
+# 2-core machine two ran six fallbacks of the benchmark's 64 x 256 x 32 tail 2.3x faster.
+_WORKERS = min(2, os.cpu_count() or 1)
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
@@ -82,6 +96,7 @@ def _pf_and_payments(
     time_budget: float | None = None,
     *,
     clock: Callable[[], float],
+    solver: Solver = Solver.CLIQUES,
 ) -> tuple[dict[int, int], dict[int, float], dict[int, float], int, int]:
     """PF choice (app -> row) and c_i for every app; also the number of MILP solves and of
     solves stopped by ``time_budget`` (seconds on ``clock``; None = every solve to its gap).
@@ -108,7 +123,9 @@ def _pf_and_payments(
         k: math.prod(len(apps[a].rows) for a in comp) > _ENUMERATION_LIMIT and len(comp) > 1
         for k, comp in enumerate(comps)
     }
-    markets = {k: _Market(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
+    # naive=True is the straightforward formulation whatever the solver: plain MILPs.
+    market_type = _CliqueMarket if solver == Solver.CLIQUES and not naive else _Market
+    markets = {k: market_type(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
     # Phase 1: the proportional-fair allocation of every component.
     lost: dict[int, frozenset[int]] = {}
     left = sum(big.values())
@@ -148,26 +165,54 @@ def _pf_and_payments(
             else:
                 todo.append((k, i, kept))
     stopped = 0
-    for n, (k, i, kept) in enumerate(todo):
-        comp, market = comps[k], markets.get(k)
-        excluded = lost[k] | {i}
-        if naive and market:
-            opt = market.solve_milp(excluded)
-        elif end is not None and _past(end, clock):
-            opt, stopped = _reassign(apps, kept), stopped + 1  # budget spent: the local moves
-        else:
-            hint = kept
-            if market and end is not None:
-                market.deadline = _slice(end, len(todo) - n, clock)
-                hint = _reassign(apps, kept)
-            # Every optimum without i keeps all of the market served (Gap 2), so starving
-            # members may be required to get GPUs: this removes ρ = ∞ from the LP.
-            required = frozenset(a for a in kept if apps[a].starving)
-            opt = _optimum(
-                apps, comp, market, excluded, hint=hint, required=required, gap=payment_gap
-            )
-        c[i] = min(1.0, max(_C_FLOOR, math.exp(_cost(apps, opt) - _cost(apps, kept))))
-        without[i] = -min(_cost(apps, opt), _cost(apps, kept))
+    # Without a time budget the ``-i`` solves the warm LP cannot finish go to HiGHS's MILP on
+    # worker threads (HiGHS releases the GIL), while this thread goes on with the next solves.
+    # (Solver.PAIRS, the previous solver, stays sequential.)
+    concurrent = solver == Solver.CLIQUES and time_budget is None and not naive and _WORKERS > 1
+    pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
+    opts: list[dict[int, int] | Future[dict[int, int]]] = []
+    try:
+        for n, (k, i, kept) in enumerate(todo):
+            comp, market = comps[k], markets.get(k)
+            excluded = lost[k] | {i}
+            opt: dict[int, int] | Future[dict[int, int]]
+            if naive and market:
+                opt = market.solve_milp(excluded)
+            elif end is not None and _past(end, clock):
+                opt, stopped = _reassign(apps, kept), stopped + 1  # budget spent: local moves
+            else:
+                hint = kept
+                if market and end is not None:
+                    market.deadline = _slice(end, len(todo) - n, clock)
+                    hint = _reassign(apps, kept)
+                # Every optimum without i keeps all of the market served (Gap 2), so starving
+                # members may be required to get GPUs: this removes ρ = ∞ from the LP.
+                required = frozenset(a for a in kept if apps[a].starving)
+                found = _optimum_or_defer(
+                    apps,
+                    comp,
+                    market,
+                    excluded,
+                    hint=hint,
+                    required=required,
+                    gap=payment_gap,
+                    defer=concurrent,
+                    # A MILP fallback starts from the others' local moves into i's GPUs.
+                    improve=(lambda h: _reassign(apps, h)) if solver == Solver.CLIQUES else None,
+                )
+                if isinstance(found, dict):
+                    opt = found
+                else:
+                    pool = pool or ThreadPoolExecutor(_WORKERS)
+                    opt = pool.submit(found)
+            opts.append(opt)
+        for (_, i, kept), opt in zip(todo, opts, strict=True):
+            value = _cost(apps, opt if isinstance(opt, dict) else opt.result())
+            c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
+            without[i] = -min(value, _cost(apps, kept))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     milp = sum(m.milp_solves for m in markets.values())
     stopped += sum(m.budget_stops for m in markets.values())
     # Other components keep their PF rows when i leaves: add their value to the optimum.
