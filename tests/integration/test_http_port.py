@@ -71,8 +71,15 @@ def test_readyz_follows_the_rm_healthz_does_not(tmp_path: Path) -> None:
         state = httpx.get(base + "/api/state").json()
         assert state["sources"]["yarn-bridge"]["rm_urls"] == dead
         assert state["sources"]["yarn-bridge"]["ready"] is False
-        page = httpx.get(base + "/metrics").text
-        assert 'yarn_arbiter_rm_poll_duration_seconds_count{outcome="failed"}' in page
+        # The bridge polls from the moment it starts, its timer is bound just after: the polls
+        # after that are timed (every 0.2 s here).
+        failed = 'yarn_arbiter_rm_poll_duration_seconds_count{outcome="failed"}'
+
+        def timed_failure() -> str | None:
+            page = httpx.get(base + "/metrics").text
+            return page if failed in page else None
+
+        page = wait_for("a timed failed poll", timed_failure)
         assert "yarn_arbiter_ready 0.0" in page
     finally:
         arb.stop(0)
