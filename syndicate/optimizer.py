@@ -1,0 +1,237 @@
+"""The central optimizer: Metropolis-Hastings over execution plans (thesis §4.4.2,
+Pseudocode 4 lines 1-9, T:1554-1573, T:1613-1615, T:1656-1658), and the baselines of §4.5 as
+configurations of it (T:1727-1731; spec §3.5).
+
+The chain starts at the greedy plan (each comm-op at its least standalone time, T:1615); a
+proposal gives ONE uniformly chosen comm-op a uniformly chosen *different* option (symmetric,
+so the acceptance ``min(1, exp(β (C* − C_tmp)))`` is valid MH); β = b / C_greedy with
+b = 100 ln 2 (Gap 3.2); the best plan seen is returned (Gap 3.3). It stops when over budget, or
+- after a warm-up of ``warmup`` proposals (Gap 3.4) - when no better plan has been found for
+more than half of the elapsed search (T:1658). Time is counted in seconds, or in proposals
+(``clock="proposals"``, deterministic). A plan's cost is the two-iteration makespan of its
+schedule (Gap 3.9); Syndicate's is min(optSched, FIFO) keeping the winning order (Gap 3.10).
+
+Modes (spec §3.5, Gap 3.11):
+
+========== ============ ========== ================================ ==============
+mode       order        streams    execution plan                    segmentation
+========== ============ ========== ================================ ==============
+fifo       submission   one        greedy                           none
+lifo       LIFO         one        greedy AR, default AA            oracle
+ho         hand prio    one        greedy (AA included)             oracle
+s_sched    optSched     per chan.  greedy AR, default AA (1-way gpu) oracle
+s_exec     FIFO         per chan.  MCMC (priced under FIFO)         from plan
+syndicate  optSched     per chan.  MCMC                             from plan
+========== ============ ========== ================================ ==============
+
+The segment oracle is coordinate descent over seg ∈ {1,2,4,8} per comm-op under the mode's own
+scheduler. Prefetch of the data op (T:1771) needs the busy-wait enforcer, so only s_sched and
+syndicate may use it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from syndicate.cost import CostModel
+from syndicate.dag import TrainingDAG, unroll
+from syndicate.motifs import MAX_CHAINS, ExecOption
+from syndicate.sched import Schedule, list_schedule
+
+__all__ = ["MODES", "ModeConfig", "PlanResult", "evaluate", "greedy_plan", "plan"]
+
+Plan = dict[str, ExecOption]
+B_DEFAULT = 100 * math.log(2)
+
+
+@dataclass(frozen=True, slots=True)
+class ModeConfig:
+    policy: str  # crit | fifo | lifo | priority
+    streams: str  # channel | single
+    mcmc: bool
+    prefetch: bool
+    seg_oracle: bool
+    default_aa: bool  # AA at the default 1-way gpu plan instead of greedy
+    greedy_ar: bool = True
+    min_with_fifo: bool = False  # Gap 3.10
+    no_seg: bool = False
+
+
+MODES: Mapping[str, ModeConfig] = {
+    "fifo": ModeConfig("fifo", "single", False, False, False, False, no_seg=True),
+    "lifo": ModeConfig("lifo", "single", False, False, True, True),
+    "ho": ModeConfig("priority", "single", False, False, True, False),
+    "s_sched": ModeConfig("crit", "channel", False, True, True, True),
+    "s_exec": ModeConfig("fifo", "channel", True, False, False, False),
+    "syndicate": ModeConfig("crit", "channel", True, True, False, False, min_with_fifo=True),
+}
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """The optimizer plan: an option per comm-op and the motif order (sequence numbers)."""
+
+    mode: str
+    plan: Mapping[str, ExecOption]
+    schedule: Schedule
+    cost: float  # the two-iteration makespan (the objective)
+    greedy_cost: float
+    proposals: int
+    evaluations: int
+    elapsed_s: float
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        return self.schedule.order
+
+    @property
+    def iter_time(self) -> float:
+        """The steady-state period (Gap 3.9)."""
+        return self.schedule.period
+
+    def describe(self) -> dict[str, str]:
+        return {op: opt.label for op, opt in self.plan.items()}
+
+
+class _Evaluator:
+    def __init__(self, dag: TrainingDAG, cost: CostModel, cfg: ModeConfig) -> None:
+        self.dag, self.cost, self.cfg = dag, cost, cfg
+        self.prio = {op: i for i, op in enumerate(dag.priority)}
+        self.memo: dict[tuple[ExecOption, ...], Schedule] = {}
+
+    def key(self, plan: Mapping[str, ExecOption]) -> tuple[ExecOption, ...]:
+        return tuple(plan[c.op.name] for c in self.dag.comms)
+
+    def __call__(self, plan: Mapping[str, ExecOption]) -> Schedule:
+        k = self.key(plan)
+        hit = self.memo.get(k)
+        if hit is None:
+            g = unroll(self.dag, plan, self.cost, prefetch=self.cfg.prefetch)
+            hit = list_schedule(g, self.cfg.policy, streams=self.cfg.streams, priority=self.prio)
+            if self.cfg.min_with_fifo:
+                alt = list_schedule(g, "fifo", streams=self.cfg.streams)
+                if alt.makespan < hit.makespan:
+                    hit = alt
+            self.memo[k] = hit
+        return hit
+
+
+def standalone(cost: CostModel, dag: TrainingDAG, op_name: str, opt: ExecOption) -> float:
+    site = next(c for c in dag.comms if c.op.name == op_name)
+    return sum(m.dur for m in cost.motifs(site.op, opt))
+
+
+def greedy_plan(dag: TrainingDAG, cost: CostModel, *, default_aa: bool = False) -> Plan:
+    """Each comm-op at its least standalone time (T:1615); with ``default_aa`` an AA takes
+    the default 1-way ``gpu`` plan (S-Sched's and LIFO's "sub-optimal" AA, Gap 3.11)."""
+    out: Plan = {}
+    for c in dag.comms:
+        opts = dag.options[c.op.name]
+        if default_aa and c.op.kind == "AA":
+            gpu1 = [o for o in opts if o.ways == 1 and o.channel == "gpu"]
+            opts = tuple(gpu1) or opts
+        out[c.op.name] = min(opts, key=lambda o: (standalone(cost, dag, c.op.name, o), o.seg))
+    return out
+
+
+def _segment_oracle(dag: TrainingDAG, plan: Plan, ev: _Evaluator) -> Plan:
+    best = dict(plan)
+    best_cost = ev(best).makespan
+    improved = True
+    while improved:
+        improved = False
+        for c in dag.comms:
+            cur = best[c.op.name]
+            for s in (1, 2, 4, 8):
+                if s == cur.seg or s * cur.ways > MAX_CHAINS:
+                    continue
+                cand = dict(best)
+                cand[c.op.name] = replace(cur, seg=s)
+                cc = ev(cand).makespan
+                if cc < best_cost - 1e-12:
+                    best, best_cost, improved = cand, cc, True
+                    cur = cand[c.op.name]
+    return best
+
+
+def plan(
+    dag: TrainingDAG,
+    cost: CostModel,
+    *,
+    mode: str = "syndicate",
+    budget: float = 30.0,
+    seed: int = 0,
+    clock: str = "seconds",
+    warmup: int = 200,
+    warmup_s: float = 1.0,
+    b: float = B_DEFAULT,
+    on_proposal: Callable[[int, float], None] | None = None,
+) -> PlanResult:
+    """The optimizer plan of ``dag`` under ``mode`` (see module docstring). ``budget`` is in
+    seconds, or in proposals when ``clock="proposals"``."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {sorted(MODES)}")
+    if clock not in ("seconds", "proposals"):
+        raise ValueError(f"clock must be 'seconds' or 'proposals', got {clock!r}")
+    if budget <= 0:
+        raise ValueError(f"budget must be > 0, got {budget}")
+    cfg = MODES[mode]
+    t0 = time.perf_counter()
+    ev = _Evaluator(dag, cost, cfg)
+    current = greedy_plan(dag, cost, default_aa=cfg.default_aa)
+    if cfg.no_seg:
+        current = {k: replace(v, seg=1) for k, v in current.items()}
+    greedy_cost = ev(current).makespan
+    if cfg.seg_oracle:
+        current = _segment_oracle(dag, current, ev)
+    proposals = 0
+    if cfg.mcmc:
+        rng = random.Random(seed)
+        c_cur = ev(current).makespan
+        best, c_best = dict(current), c_cur
+        beta = b / greedy_cost if greedy_cost > 0 else 1.0
+        movable = [c.op.name for c in dag.comms if len(dag.options[c.op.name]) > 1]
+        t_best = 0.0
+
+        def now() -> float:
+            return float(proposals) if clock == "proposals" else time.perf_counter() - t0
+
+        while movable:
+            elapsed = now()
+            if elapsed >= budget:
+                break
+            warm = proposals >= warmup and (clock == "proposals" or elapsed >= warmup_s)
+            if warm and elapsed - t_best > elapsed / 2:
+                break
+            op = rng.choice(movable)
+            others = [o for o in dag.options[op] if o != current[op]]
+            cand = dict(current)
+            cand[op] = rng.choice(others)
+            c_tmp = ev(cand).makespan
+            proposals += 1
+            if c_tmp <= c_cur or rng.random() < math.exp(beta * (c_cur - c_tmp)):
+                current, c_cur = cand, c_tmp
+                if c_tmp < c_best - 1e-12:
+                    best, c_best, t_best = dict(cand), c_tmp, now()
+            if on_proposal is not None:
+                on_proposal(proposals, c_best)
+        current = best
+    sched = ev(current)
+    return PlanResult(mode, dict(current), sched, sched.makespan, greedy_cost, proposals,
+                      len(ev.memo), time.perf_counter() - t0)  # fmt: skip
+
+
+def evaluate(
+    dag: TrainingDAG, cost: CostModel, plan_: Mapping[str, ExecOption], mode: str
+) -> Schedule:
+    """The schedule ``mode``'s scheduler gives ``plan_`` (no search)."""
+    return _Evaluator(dag, cost, MODES[mode])(plan_)
+
+
+def accept_probability(delta: float, greedy_cost: float, b: float = B_DEFAULT) -> float:
+    """MH acceptance of a candidate ``delta`` worse than the current (F10)."""
+    return min(1.0, math.exp(-(b / greedy_cost) * delta))
