@@ -89,8 +89,9 @@ class TrainingDAG:
     def scaled(self, compute_scale: float) -> TrainingDAG:
         """The same DAG with every compute time multiplied by ``compute_scale``."""
         tasks = tuple(Task(t.name, t.time * compute_scale) for t in self.tasks)
-        return TrainingDAG(self.name, tasks, self.comms, self.options, self.carry,
-                           self.priority, self.meta)  # fmt: skip
+        return TrainingDAG(
+            self.name, tasks, self.comms, self.options, self.carry, self.priority, self.meta
+        )
 
 
 Plan = Mapping[str, ExecOption]
@@ -130,8 +131,9 @@ def unroll(
                 entry = []
             for m in motifs:
                 deps = [f"{d}#{k}" for d in m.deps] if m.deps else list(entry)
-                comm_nodes.append(Node(f"{m.id}#{k}", m.dur, tuple(deps), 0, k, c.op.name,
-                                       m.channel))  # fmt: skip
+                comm_nodes.append(
+                    Node(f"{m.id}#{k}", m.dur, tuple(deps), 0, k, c.op.name, m.channel)
+                )
             sinks = {m.id for m in motifs} - {d for m in motifs for d in m.deps}
             for b in c.before:
                 parents[f"{b}#{k}"] += [f"{s}#{k}" for s in sorted(sinks)]

@@ -59,8 +59,15 @@ def simulate_plan(
                 if n.id.rsplit("#", 1)[0] == mc.id:
                     motifs[n.id] = mc.motif
     prio = {op: i for i, op in enumerate(dag.priority)}
-    return simulate(topo, graph, motifs, dispatch=_DISPATCH[result.mode], streams=cfg.streams,
-                    order=result.order, priority=prio)  # fmt: skip
+    return simulate(
+        topo,
+        graph,
+        motifs,
+        dispatch=_DISPATCH[result.mode],
+        streams=cfg.streams,
+        order=result.order,
+        priority=prio,
+    )
 
 
 def run_mode(

@@ -62,13 +62,15 @@ def flowset(topo: Topology, motif: Motif) -> FlowSet:
             g = topo.gpus_per_node
             for nic in range(g):
                 path = topo.path(s, d, "gpu", nic)
-                rows.append((path.links, nbytes / g, -1 if path.ingress is None else path.ingress,
-                             big))  # fmt: skip
+                rows.append(
+                    (path.links, nbytes / g, -1 if path.ingress is None else path.ingress, big)
+                )
                 alpha = max(alpha, path.alpha)
         else:
             path = topo.path(s, d, motif.channel)
-            rows.append((path.links, float(nbytes), -1 if path.ingress is None else path.ingress,
-                         big))  # fmt: skip
+            rows.append(
+                (path.links, float(nbytes), -1 if path.ingress is None else path.ingress, big)
+            )
             alpha = max(alpha, path.alpha)
     width = max((len(r[0]) for r in rows), default=1)
     links = np.full((len(rows), width), -1, dtype=np.int64)
@@ -295,8 +297,10 @@ def simulate(
                 pick = max(cands, key=lambda m: (sub_time(m), by_id[m].prog))
             else:
                 big = len(prio) + 1
-                pick = min(cands, key=lambda m: (prio.get(by_id[m].op or "", big), sub_time(m),
-                                                 by_id[m].prog))  # fmt: skip
+                pick = min(
+                    cands,
+                    key=lambda m: (prio.get(by_id[m].op or "", big), sub_time(m), by_id[m].prog),
+                )
             issued.add(pick)
             start_motif(pick)
 

@@ -147,8 +147,16 @@ def _ring(op: CommOp, opt: ExecOption, s: int, lo: int, hi: int) -> list[Motif]:
     base = f"{op.name}/s{s}"
     return [
         Motif(f"{base}/RS", op.name, "RS", opt.channel, tuple(rs), (), op.elem_bytes, True),
-        Motif(f"{base}/AG", op.name, "AG", opt.channel, tuple(ag), (f"{base}/RS",),
-              op.elem_bytes, True),  # fmt: skip
+        Motif(
+            f"{base}/AG",
+            op.name,
+            "AG",
+            opt.channel,
+            tuple(ag),
+            (f"{base}/RS",),
+            op.elem_bytes,
+            True,
+        ),
     ]
 
 
@@ -172,8 +180,9 @@ def _tree(op: CommOp, opt: ExecOption, s: int, lo: int, hi: int) -> list[Motif]:
     for k, (kind, pairs) in enumerate(_tree_stages(range(op.n_ranks), opt.tree_n)):
         deps = (out[-1].id,) if out else ()
         ts = tuple(Transfer(a, b, lo, hi) for a, b in pairs)
-        out.append(Motif(f"{base}/{kind}{k}", op.name, kind, opt.channel, ts, deps,
-                         op.elem_bytes, True))  # fmt: skip
+        out.append(
+            Motif(f"{base}/{kind}{k}", op.name, kind, opt.channel, ts, deps, op.elem_bytes, True)
+        )
     return out
 
 
@@ -185,8 +194,9 @@ def _aa(op: CommOp, opt: ExecOption, s: int, lo: int, hi: int) -> list[Motif]:
         ts = tuple(
             Transfer(i, (i + c * n + m) % n_ranks, lo, hi) for i in range(n_ranks) for m in range(n)
         )
-        out.append(Motif(f"{op.name}/s{s}/c{c}", op.name, "AA", opt.channel, ts, (),
-                         op.elem_bytes, False))  # fmt: skip
+        out.append(
+            Motif(f"{op.name}/s{s}/c{c}", op.name, "AA", opt.channel, ts, (), op.elem_bytes, False)
+        )
     return out
 
 

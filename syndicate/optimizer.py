@@ -221,8 +221,16 @@ def plan(
                 on_proposal(proposals, c_best)
         current = best
     sched = ev(current)
-    return PlanResult(mode, dict(current), sched, sched.makespan, greedy_cost, proposals,
-                      len(ev.memo), time.perf_counter() - t0)  # fmt: skip
+    return PlanResult(
+        mode,
+        dict(current),
+        sched,
+        sched.makespan,
+        greedy_cost,
+        proposals,
+        len(ev.memo),
+        time.perf_counter() - t0,
+    )
 
 
 def evaluate(

@@ -23,6 +23,7 @@ iteration 1's).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -79,7 +80,7 @@ class Graph:
             for p in n.parents:
                 children[p].append(n.id)
         comps = self.computes
-        for a, b in zip(comps, comps[1:], strict=False):
+        for a, b in itertools.pairwise(comps):
             children[a.id].append(b.id)
         by_id = {n.id: n for n in self.nodes}
         bl: dict[str, float] = {}
@@ -194,8 +195,9 @@ def list_schedule(
                 m = max(cands, key=lambda m: (sub[m], by_id[m].prog))
             else:
                 big = len(prio) + 1
-                m = min(cands, key=lambda m: (prio.get(by_id[m].op or "", big), sub[m],
-                                              by_id[m].prog))  # fmt: skip
+                m = min(
+                    cands, key=lambda m: (prio.get(by_id[m].op or "", big), sub[m], by_id[m].prog)
+                )
         node = by_id[m]
         start[m], finish[m] = est[m], est[m] + node.dur
         for t in _tokens(node, streams):

@@ -186,8 +186,9 @@ class Topology:
         if ns == nd:
             return Path((pcie_s, up_s, dn_d, pcie_d), p.alpha_pcie, None)
         ingress = self._host(nd, True)
-        return Path((pcie_s, up_s, self._host(ns, False), ingress, dn_d, pcie_d), p.alpha_tcp,
-                    ingress)  # fmt: skip
+        return Path(
+            (pcie_s, up_s, self._host(ns, False), ingress, dn_d, pcie_d), p.alpha_tcp, ingress
+        )
 
 
 def hgx2(nodes: int = 16, gpus_per_node: int = 8, **params: float | bool | int) -> Topology:
