@@ -223,6 +223,7 @@ def dlrm(
     n_ranks: int,
     *,
     batch_per_gpu: int = 256,
+    grad_bytes: int = 2,
     flops_per_s: float = 125e12 * 0.2,
     options: Mapping[str, tuple[ExecOption, ...]] | None = None,
 ) -> TrainingDAG:
@@ -244,8 +245,8 @@ def dlrm(
     emb = CommOp("a2a-emb-fwd", "AA", max(1, round(per_dst * w.avg_dim)), n_ranks, 2)
     emb_b = CommOp("a2a-emb-bwd", "AA", emb.size, n_ranks, 2)
     prep = CommOp("a2a-data-prep", "AA", max(1, round(per_dst * w.avg_pooling)), n_ranks, 4)
-    top = CommOp("ar-top-mlp", "AR", 2 * w.avg_mlp**2, n_ranks, 2)
-    bottom = CommOp("ar-bottom-mlp", "AR", (w.mlp_layers - 2) * w.avg_mlp**2, n_ranks, 2)
+    top = CommOp("ar-top-mlp", "AR", 2 * w.avg_mlp**2, n_ranks, grad_bytes)
+    bottom = CommOp("ar-bottom-mlp", "AR", (w.mlp_layers - 2) * w.avg_mlp**2, n_ranks, grad_bytes)
     comms = (
         CommSite(prep, None, ("fwd-emb",)),
         CommSite(emb, "fwd-emb", ("fwd-top-mlp",)),

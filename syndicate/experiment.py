@@ -7,8 +7,9 @@ sequence (``order``), S-Exec as FIFO per channel, HO, LIFO and FIFO as their run
 on one comm stream. :func:`calibrate` freezes the open compute scale before any ranking is
 measured: the factor on every task's time that makes the FIFO-greedy plan idle the compute
 stream 35 % of the steady-state iteration on the reference workload (cf. 34.8 %, T:1403), and
-:func:`incast_bands` checks the incast parameters give 1-, 2- and 4-way splining each a size
-band where it is fastest (T:1797).
+:func:`fit_incast` fits the incast slope κ (f₀ = 32 flows, b₀ = 8 KiB held) as the weakest
+on a grid for which 1-, 2- and 4-way splining each win a band of sizes, in that order as the
+size grows (T:1797; :func:`incast_bands`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,18 @@ from syndicate.motifs import CommOp, ExecOption, Motif, expand
 from syndicate.optimizer import MODES, PlanResult, plan
 from syndicate.topology import Topology
 
-__all__ = ["Measured", "calibrate", "incast_bands", "run_mode", "simulate_plan"]
+__all__ = [
+    "KAPPA_GRID",
+    "Measured",
+    "bands_ordered",
+    "calibrate",
+    "fit_incast",
+    "incast_bands",
+    "run_mode",
+    "simulate_plan",
+]
+
+KAPPA_GRID = (0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.02, 0.05)
 
 _DISPATCH = {
     "syndicate": "order",
@@ -50,7 +62,7 @@ def simulate_plan(
 ) -> SimResult:
     """Replay ``result`` (its plan, and its order for the enforcer modes) on the network."""
     cfg = MODES[result.mode]
-    graph = unroll(dag, result.plan, cost, prefetch=cfg.prefetch)
+    graph = unroll(dag, result.plan, cost, prefetch=result.prefetch)
     motifs: dict[str, Motif] = {}
     for c in dag.comms:
         for mc in cost.motifs(c.op, result.plan[c.op.name]):
@@ -80,9 +92,19 @@ def run_mode(
     seed: int = 0,
     clock: str = "seconds",
     warmup: int = 200,
+    objective: str = "period",
 ) -> Measured:
     cost = cost or MicrobenchCost(topo)
-    result = plan(dag, cost, mode=mode, budget=budget, seed=seed, clock=clock, warmup=warmup)
+    result = plan(
+        dag,
+        cost,
+        mode=mode,
+        budget=budget,
+        seed=seed,
+        clock=clock,
+        warmup=warmup,
+        objective=objective,
+    )
     return Measured(result, simulate_plan(dag, topo, cost, result))
 
 
@@ -131,3 +153,17 @@ def incast_bands(
         }
         out[row] = min(times, key=lambda k: times[k])
     return out
+
+
+def bands_ordered(bands: Mapping[int, int]) -> bool:
+    """1-, 2- and 4-way each fastest somewhere, and never a narrower splining at a larger size."""
+    winners = [bands[s] for s in sorted(bands)]
+    return {1, 2, 4} <= set(winners) and winners == sorted(winners)
+
+
+def fit_incast(topo: Topology, grid: tuple[float, ...] = KAPPA_GRID) -> float:
+    """The smallest κ of ``grid`` whose bands are ordered (see the module docstring)."""
+    for kappa in grid:
+        if bands_ordered(incast_bands(topo.with_params(incast_kappa=kappa))):
+            return kappa
+    raise ValueError(f"no κ in {grid} reproduces the 1/2/4-way ordering")

@@ -162,11 +162,22 @@ def list_schedule(
     def parents_done(n: Node) -> float:
         return max((finish[p] for p in n.parents), default=0.0)
 
+    # A motif's submission time is its comm-op's: when its producer finished (a motif after
+    # another motif of the same op inherits the op's submission, as the simulator does).
+    sub: dict[str, float] = {}
+
+    def submitted_at(m: str) -> float:
+        if m not in sub:
+            n = by_id[m]
+            sub[m] = max((sub[p] if by_id[p].comm else finish[p] for p in n.parents), default=0.0)
+        return sub[m]
+
     def done(nid: str) -> None:
         for c in children[nid]:
             waiting[c] -= 1
             if waiting[c] == 0 and by_id[c].comm:
                 ready.add(c)
+                submitted_at(c)
 
     while len(finish) < len(graph.nodes):
         nc = comp_seq[ptr] if ptr < len(comp_seq) and waiting[comp_seq[ptr].id] == 0 else None
@@ -188,15 +199,16 @@ def list_schedule(
         else:
             earliest = min(est.values())
             cands = [m for m in ready if est[m] <= earliest + 1e-12]
-            sub = {m: parents_done(by_id[m]) for m in cands}
+            sub_of = {m: submitted_at(m) for m in cands}
             if policy == "fifo":
-                m = min(cands, key=lambda m: (sub[m], by_id[m].prog))
+                m = min(cands, key=lambda m: (sub_of[m], by_id[m].prog))
             elif policy == "lifo":
-                m = max(cands, key=lambda m: (sub[m], by_id[m].prog))
+                m = max(cands, key=lambda m: (sub_of[m], by_id[m].prog))
             else:
                 big = len(prio) + 1
                 m = min(
-                    cands, key=lambda m: (prio.get(by_id[m].op or "", big), sub[m], by_id[m].prog)
+                    cands,
+                    key=lambda m: (prio.get(by_id[m].op or "", big), sub_of[m], by_id[m].prog),
                 )
         node = by_id[m]
         start[m], finish[m] = est[m], est[m] + node.dur

@@ -47,7 +47,9 @@ class TopologyParams:
     alpha_tcp: float = 30e-6  # O
     tcp_efficiency: float = 0.8  # O
     motif_overhead: float = 20e-6  # O: λ, Gap 2.3
-    incast_kappa: float = 0.01  # O: φ(f) = 1 + κ·max(0, f − f₀) for flows > b₀ (spec §3.4)
+    # O: φ(f) = 1 + κ·max(0, f − f₀) for flows > b₀ (spec §3.4); κ is the value
+    # syndicate.experiment.fit_incast finds for the default cluster.
+    incast_kappa: float = 0.002
     incast_f0: float = 32.0  # O
     incast_b0: float = 8 * 1024  # O, bytes
     rdma_via_pcie: bool = True  # O
