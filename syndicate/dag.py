@@ -33,6 +33,7 @@ __all__ = [
     "CommSite",
     "Task",
     "TrainingDAG",
+    "Workload",
     "catalogue",
     "dlrm",
     "fixture_x1",
