@@ -180,7 +180,7 @@ class Topology:
             # rings of NCCL do (their intra-node legs ride NVLink, not modelled).
             a, b = (ls, ld) if nic is None else (nic, nic)
             ingress = self._link(nd, 5, b)
-            links = (self._link(ns, 4, a), ingress)
+            links: tuple[int, ...] = (self._link(ns, 4, a), ingress)
             if p.rdma_via_pcie:
                 links = (self._link(ns, 2, a), *links, self._link(nd, 3, b))
             return Path(links, p.alpha_rdma, ingress)

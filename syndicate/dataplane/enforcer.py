@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -172,17 +173,26 @@ class Enforcer:
                 self._cv.wait(0.5)
         return time.perf_counter() - t0
 
+    def _has_plan(self, k: int) -> bool:
+        return k in self._iter_plan
+
+    def _fifo_has(self, k: int, idx: int) -> bool:
+        return len(self._fifo.get(k, ())) > idx
+
+    def _has_op(self, k: int, name: str) -> bool:
+        return name in self._submitted.get(k, {})
+
     def _progress(self) -> None:
         k = 0
         try:
             while not self._stop:
-                self._wait_for(lambda k=k: k in self._iter_plan)
+                self._wait_for(partial(self._has_plan, k))
                 plan = self._iter_plan[k]
                 self.issue_log[k] = []
                 waited = 0.0
                 if plan.fifo:
                     for idx in range(self.n_ops):
-                        self._wait_for(lambda k=k, i=idx: len(self._fifo.get(k, ())) > i)
+                        self._wait_for(partial(self._fifo_has, k, idx))
                         run = self._submitted[k][self._fifo[k][idx]]
                         for m in run.motifs:
                             self._issue(run, m)
@@ -192,9 +202,7 @@ class Enforcer:
                     motif_of = {m.id: m for op in self.ops.values() for m in plan.motifs(op)}
                     for mid in plan.order:
                         name = op_of[mid].name
-                        waited += self._wait_for(
-                            lambda k=k, n=name: n in self._submitted.get(k, {})
-                        )
+                        waited += self._wait_for(partial(self._has_op, k, name))
                         run = self._submitted[k][name]
                         self._issue(run, motif_of[mid])
                 self.wait_s[k] = waited
