@@ -88,6 +88,7 @@ def test_rdma_via_pcie_makes_the_channels_share_links() -> None:
     assert topo.path(1, 1, "gpu").links == ()  # self copy: no link
 
 
+@pytest.mark.slow  # about 45 s: the 1/2/4-way sweep on all 128 GPUs, twice
 def test_incast_fit_gives_ordered_bands_and_is_the_weakest_on_the_grid() -> None:
     topo = hgx2()
     kappa = fit_incast(topo)
