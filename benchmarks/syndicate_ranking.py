@@ -97,6 +97,27 @@ def main(argv: list[str] | None = None) -> int:
     def t(w: str, mode: str) -> float:
         return runs[w][mode]["sim_iter_time_s"]
 
+    # ---- sensitivity (A2, one open parameter changed, the compute scale kept) -----------------
+    variants = {
+        "kappa=0.01": topo.with_params(incast_kappa=0.01),
+        "rdma_via_pcie=off": topo.with_params(rdma_via_pcie=False),
+    }
+    sensitivity: dict[str, dict[str, float]] = {}
+    for name, vtopo in variants.items():
+        vcost = MicrobenchCost(vtopo)
+        dag = dlrm("A2", n).scaled(scale)
+        sensitivity[name] = {
+            mode: run_mode(
+                dag, vtopo, mode, cost=vcost, budget=proposals, seed=args.seed, clock="proposals"
+            ).sim.period
+            for mode in MODES
+        }
+        print(
+            f"  A2 {name}: "
+            + " ".join(f"{m}={v * 1e3:.2f}ms" for m, v in sensitivity[name].items()),
+            flush=True,
+        )
+
     checks = {
         "A2: syndicate < s_sched, s_exec": t("A2", "syndicate")
         < min(t("A2", "s_sched"), t("A2", "s_exec")),
@@ -174,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         "workloads": runs,
         "paper": PAPER,
         "checks": checks,
+        "sensitivity_a2_sim_iter_time_s": sensitivity,
         "total_s": total,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,7 @@ __all__ = [
     "calibrate",
     "fit_incast",
     "incast_bands",
+    "periodic_order",
     "run_mode",
     "simulate_plan",
 ]
@@ -57,27 +58,64 @@ class Measured:
         return self.sim.period
 
 
+def periodic_order(dag: TrainingDAG, result: PlanResult, iterations: int) -> list[str]:
+    """The enforcer's sequence over ``iterations`` iterations from the optimizer's two-iteration
+    order (Gap 3.12): iteration 1's motifs in their order, the prefetched data op's motifs of
+    iteration 2 at their places relabelled k+1 (δ = +1), repeated for every iteration k; with
+    the prefetch, the data op of iteration 1 runs first as a prologue."""
+    data_ops = {c.op.name for c in dag.comms if c.after is None}
+
+    def split(m: str) -> tuple[str, int, str]:
+        base, k = m.rsplit("#", 1)
+        return base, int(k), base.split("/", 1)[0]
+
+    template: list[tuple[str, int]] = []
+    prologue: list[str] = []
+    for m in result.order:
+        base, k, op = split(m)
+        prefetched = result.prefetch and op in data_ops
+        if k == 1 and not prefetched:
+            template.append((base, 0))
+        elif k == 1:
+            prologue.append(f"{base}#1")
+        elif k == 2 and prefetched:
+            template.append((base, 1))
+    seq = list(prologue)
+    for k in range(1, iterations + 1):
+        seq += [f"{base}#{k + d}" for base, d in template if k + d <= iterations]
+    return seq
+
+
 def simulate_plan(
-    dag: TrainingDAG, topo: Topology, cost: MicrobenchCost, result: PlanResult
+    dag: TrainingDAG,
+    topo: Topology,
+    cost: MicrobenchCost,
+    result: PlanResult,
+    *,
+    iterations: int = 6,
 ) -> SimResult:
-    """Replay ``result`` (its plan, and its order for the enforcer modes) on the network."""
+    """Replay ``result`` on the network for ``iterations`` iterations: the enforcer modes issue
+    :func:`periodic_order`, the others run their runtime policy. The simulator's period then
+    leaves out the first iteration (warm-up)."""
     cfg = MODES[result.mode]
-    graph = unroll(dag, result.plan, cost, prefetch=result.prefetch)
+    graph = unroll(dag, result.plan, cost, prefetch=result.prefetch, iterations=iterations)
     motifs: dict[str, Motif] = {}
-    for c in dag.comms:
-        for mc in cost.motifs(c.op, result.plan[c.op.name]):
-            assert mc.motif is not None
-            for n in graph.motifs:
-                if n.id.rsplit("#", 1)[0] == mc.id:
-                    motifs[n.id] = mc.motif
+    by_base = {
+        mc.id: mc.motif for c in dag.comms for mc in cost.motifs(c.op, result.plan[c.op.name])
+    }
+    for n in graph.motifs:
+        m = by_base[n.id.rsplit("#", 1)[0]]
+        assert m is not None
+        motifs[n.id] = m
     prio = {op: i for i, op in enumerate(dag.priority)}
+    order = periodic_order(dag, result, iterations) if _DISPATCH[result.mode] == "order" else ()
     return simulate(
         topo,
         graph,
         motifs,
         dispatch=_DISPATCH[result.mode],
         streams=cfg.streams,
-        order=result.order,
+        order=order,
         priority=prio,
     )
 

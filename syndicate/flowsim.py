@@ -328,9 +328,11 @@ def simulate(
     makespan = max(finish.values(), default=0.0)
     iters = sorted({c.iteration for c in comps})
     if len(iters) >= 2:
-        end1 = graph.iteration_end(iters[-2], finish)
+        # Two iterations: Gap 3.9's period; more: the mean period after the first (warm-up).
+        warm = iters[0] if len(iters) == 2 else iters[1]
+        end1 = graph.iteration_end(warm, finish)
         end2 = graph.iteration_end(iters[-1], finish)
-        period = end2 - end1
+        period = (end2 - end1) / (iters[-1] - warm)
         work = sum(c.dur for c in comps if c.iteration == iters[-1])
     else:
         period = makespan

@@ -11,7 +11,8 @@ more than half of the elapsed search (T:1658). Time is counted in seconds, or in
 (``clock="proposals"``, deterministic). A plan's cost is the two-iteration makespan of its
 schedule (Gap 3.9); Syndicate's is min(optSched, FIFO) keeping the winning order (Gap 3.10).
 
-Deviation, selectable: ``objective="period"`` prices a plan by its steady-state period instead.
+Deviation, selectable: ``objective="period"`` prices a plan by its mean period instead (the
+unrolled iterations' compute span over their number, :attr:`Schedule.mean_period`).
 The makespan charges the one-off prologue (iteration 1's data-prep cannot be prefetched), so it
 steers the search away from plans whose gain is in the steady state, such as a prefetched
 data-prep moved to the slower ``cpu`` channel; the ranking benchmark and the bid hook optimise
@@ -99,15 +100,15 @@ class PlanResult:
 
     @property
     def iter_time(self) -> float:
-        """The steady-state period (Gap 3.9)."""
-        return self.schedule.period
+        """The predicted iteration time: the mean period of the unrolled iterations."""
+        return self.schedule.mean_period
 
     def describe(self) -> dict[str, str]:
         return {op: opt.label for op, opt in self.plan.items()}
 
 
 def objective_of(schedule: Schedule, objective: str) -> float:
-    return schedule.makespan if objective == "makespan" else schedule.period
+    return schedule.makespan if objective == "makespan" else schedule.mean_period
 
 
 class _Evaluator:

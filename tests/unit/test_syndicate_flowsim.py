@@ -12,6 +12,7 @@ from syndicate.experiment import (
     calibrate,
     fit_incast,
     incast_bands,
+    periodic_order,
     run_mode,
     simulate_plan,
 )
@@ -121,7 +122,9 @@ def test_simulator_replays_a_serial_plan_exactly_like_the_model(small) -> None:
     topo, cost = small
     dag = dlrm("A2", topo.n_ranks)
     m = run_mode(dag, topo, "fifo", cost=cost)
-    assert m.sim.period == pytest.approx(m.result.iter_time, rel=1e-6)
+    two = simulate_plan(dag, topo, cost, m.result, iterations=2)
+    assert two.period == pytest.approx(m.result.schedule.period, rel=1e-6)
+    assert two.makespan == pytest.approx(m.result.schedule.makespan, rel=1e-6)
     assert 0.0 < m.sim.idle_fraction < 1.0
 
 
@@ -143,8 +146,11 @@ def test_syndicate_is_no_worse_than_fifo_greedy_in_the_model(small) -> None:
         dag, cost, mode="syndicate", budget=100, clock="proposals", warmup=50, objective="period"
     )
     assert syn.iter_time <= fifo.iter_time + 1e-12
-    sim = simulate_plan(dag, topo, cost, syn)
-    assert sim.period > 0 and len(sim.finish) == len(unroll(dag, syn.plan, cost).nodes)
+    sim = simulate_plan(dag, topo, cost, syn, iterations=4)
+    graph = unroll(dag, syn.plan, cost, prefetch=syn.prefetch, iterations=4)
+    assert sim.period > 0 and len(sim.finish) == len(graph.nodes)
+    order = periodic_order(dag, syn, 4)
+    assert sorted(order) == sorted(n.id for n in graph.motifs)
 
 
 def test_greedy_plan_is_the_least_standalone_time(small) -> None:

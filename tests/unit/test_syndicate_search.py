@@ -204,3 +204,13 @@ def test_bad_inputs_are_refused() -> None:
     with pytest.raises(ValueError, match="plan lacks"):
         unroll(dag, {}, cost)
     assert math.isfinite(plan(dag, cost, budget=3, clock="proposals").cost)
+
+
+def test_the_periodic_order_relabels_the_prefetched_data_op() -> None:
+    from syndicate.experiment import periodic_order
+
+    dag, cost = fixture_x3()
+    r = plan(dag, cost, mode="syndicate", budget=5, clock="proposals", objective="period")
+    assert r.prefetch  # X3's gain is the prefetch
+    assert r.iter_time == pytest.approx(4.0)  # (10 - 2) / 2: the prologue [0, 2] excluded
+    assert periodic_order(dag, r, 3) == ["dp/m#1", "dp/m#2", "dp/m#3"]
