@@ -22,6 +22,7 @@ from syndicate.dag import TrainingDAG, unroll
 from syndicate.flowsim import SimResult, motif_time, simulate
 from syndicate.motifs import CommOp, ExecOption, Motif, expand
 from syndicate.optimizer import MODES, PlanResult, plan
+from syndicate.sched import periodic_sequence
 from syndicate.topology import Topology
 
 __all__ = [
@@ -59,31 +60,10 @@ class Measured:
 
 
 def periodic_order(dag: TrainingDAG, result: PlanResult, iterations: int) -> list[str]:
-    """The enforcer's sequence over ``iterations`` iterations from the optimizer's two-iteration
-    order (Gap 3.12): iteration 1's motifs in their order, the prefetched data op's motifs of
-    iteration 2 at their places relabelled k+1 (δ = +1), repeated for every iteration k; with
-    the prefetch, the data op of iteration 1 runs first as a prologue."""
-    data_ops = {c.op.name for c in dag.comms if c.after is None}
-
-    def split(m: str) -> tuple[str, int, str]:
-        base, k = m.rsplit("#", 1)
-        return base, int(k), base.split("/", 1)[0]
-
-    template: list[tuple[str, int]] = []
-    prologue: list[str] = []
-    for m in result.order:
-        base, k, op = split(m)
-        prefetched = result.prefetch and op in data_ops
-        if k == 1 and not prefetched:
-            template.append((base, 0))
-        elif k == 1:
-            prologue.append(f"{base}#1")
-        elif k == 2 and prefetched:
-            template.append((base, 1))
-    seq = list(prologue)
-    for k in range(1, iterations + 1):
-        seq += [f"{base}#{k + d}" for base, d in template if k + d <= iterations]
-    return seq
+    """The enforcer's sequence of ``result`` over ``iterations`` iterations (Gap 3.12,
+    :func:`syndicate.sched.periodic_sequence`)."""
+    data_ops = frozenset(c.op.name for c in dag.comms if c.after is None)
+    return periodic_sequence(result.order, result.prefetch, data_ops, iterations)
 
 
 def simulate_plan(

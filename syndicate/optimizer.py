@@ -11,8 +11,10 @@ more than half of the elapsed search (T:1658). Time is counted in seconds, or in
 (``clock="proposals"``, deterministic). A plan's cost is the two-iteration makespan of its
 schedule (Gap 3.9); Syndicate's is min(optSched, FIFO) keeping the winning order (Gap 3.10).
 
-Deviation, selectable: ``objective="period"`` prices a plan by its mean period instead (the
-unrolled iterations' compute span over their number, :attr:`Schedule.mean_period`).
+Deviation, selectable: ``objective="period"`` prices a plan by its steady-state period instead:
+the order found on the two-iteration unrolling is replayed the way the enforcer runs it
+(periodically, Gap 3.12, :func:`syndicate.sched.replay_order`) over four iterations, the first
+left out (the runtime-policy modes run their policy over the four iterations).
 The makespan charges the one-off prologue (iteration 1's data-prep cannot be prefetched), so it
 steers the search away from plans whose gain is in the steady state, such as a prefetched
 data-prep moved to the slower ``cpu`` channel; the ranking benchmark and the bid hook optimise
@@ -49,7 +51,7 @@ from dataclasses import dataclass, replace
 from syndicate.cost import CostModel
 from syndicate.dag import TrainingDAG, unroll
 from syndicate.motifs import MAX_CHAINS, ExecOption
-from syndicate.sched import Schedule, list_schedule
+from syndicate.sched import Schedule, list_schedule, periodic_sequence, replay_order, steady_period
 
 __all__ = ["MODES", "ModeConfig", "PlanResult", "evaluate", "greedy_plan", "plan"]
 
@@ -68,15 +70,20 @@ class ModeConfig:
     greedy_ar: bool = True
     min_with_fifo: bool = False  # Gap 3.10
     no_seg: bool = False
+    enforced: bool = False  # its order is installed in the enforcer (sequence numbers)
 
 
 MODES: Mapping[str, ModeConfig] = {
     "fifo": ModeConfig("fifo", "single", False, False, False, False, no_seg=True),
     "lifo": ModeConfig("lifo", "single", False, False, True, True),
     "ho": ModeConfig("priority", "single", False, False, True, False),
-    "s_sched": ModeConfig("crit", "channel", False, True, True, True, min_with_fifo=True),
+    "s_sched": ModeConfig(
+        "crit", "channel", False, True, True, True, min_with_fifo=True, enforced=True
+    ),
     "s_exec": ModeConfig("fifo", "channel", True, False, False, False),
-    "syndicate": ModeConfig("crit", "channel", True, True, False, False, min_with_fifo=True),
+    "syndicate": ModeConfig(
+        "crit", "channel", True, True, False, False, min_with_fifo=True, enforced=True
+    ),
 }
 
 
@@ -93,6 +100,7 @@ class PlanResult:
     proposals: int
     evaluations: int
     elapsed_s: float
+    objective: str = "makespan"
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -100,15 +108,15 @@ class PlanResult:
 
     @property
     def iter_time(self) -> float:
-        """The predicted iteration time: the mean period of the unrolled iterations."""
-        return self.schedule.mean_period
+        """The predicted iteration time: the steady-state period under the ``period``
+        objective, else the mean period of the two unrolled iterations."""
+        return self.cost if self.objective == "period" else self.schedule.mean_period
 
     def describe(self) -> dict[str, str]:
         return {op: opt.label for op, opt in self.plan.items()}
 
 
-def objective_of(schedule: Schedule, objective: str) -> float:
-    return schedule.makespan if objective == "makespan" else schedule.mean_period
+STEADY_ITERATIONS = 4
 
 
 class _Evaluator:
@@ -119,14 +127,30 @@ class _Evaluator:
             raise ValueError(f"objective must be 'makespan' or 'period', got {objective!r}")
         self.dag, self.cost, self.cfg, self.objective = dag, cost, cfg, objective
         self.prio = {op: i for i, op in enumerate(dag.priority)}
-        self.memo: dict[tuple[ExecOption, ...], tuple[Schedule, bool]] = {}
+        self.data_ops = frozenset(c.op.name for c in dag.comms if c.after is None)
+        self.memo: dict[tuple[ExecOption, ...], tuple[Schedule, bool, float]] = {}
 
     def key(self, plan: Mapping[str, ExecOption]) -> tuple[ExecOption, ...]:
         return tuple(plan[c.op.name] for c in self.dag.comms)
 
-    def priced(self, plan: Mapping[str, ExecOption]) -> tuple[Schedule, bool]:
-        """The best schedule of ``plan`` and whether it prefetches. Syndicate (Gap 3.10) takes
-        the better of optSched and FIFO, each with and without the prefetch."""
+    def _value(self, plan: Mapping[str, ExecOption], s: Schedule, pf: bool, pol: str) -> float:
+        """The objective of schedule ``s``: the two-iteration makespan, or the steady-state
+        period over :data:`STEADY_ITERATIONS` iterations of what the mode runs: the enforcer
+        replaying ``s``'s order periodically (Gap 3.12), or the runtime policy itself."""
+        if self.objective == "makespan":
+            return s.makespan
+        g = unroll(self.dag, plan, self.cost, prefetch=pf, iterations=STEADY_ITERATIONS)
+        if self.cfg.enforced:
+            seq = periodic_sequence(s.order, pf, self.data_ops, STEADY_ITERATIONS)
+            return replay_order(g, seq, streams=self.cfg.streams).period
+        return steady_period(
+            g, list_schedule(g, pol, streams=self.cfg.streams, priority=self.prio).finish
+        )
+
+    def priced(self, plan: Mapping[str, ExecOption]) -> tuple[Schedule, bool, float]:
+        """The best schedule of ``plan``, whether it prefetches, and its objective. Syndicate
+        and S-Sched (Gap 3.10) take the better of optSched and FIFO, each with and without
+        the prefetch."""
         k = self.key(plan)
         hit = self.memo.get(k)
         if hit is None:
@@ -137,10 +161,9 @@ class _Evaluator:
                 g = unroll(self.dag, plan, self.cost, prefetch=pf)
                 for pol in policies:
                     s = list_schedule(g, pol, streams=cfg.streams, priority=self.prio)
-                    if hit is None or objective_of(s, self.objective) < objective_of(
-                        hit[0], self.objective
-                    ):
-                        hit = (s, pf)
+                    value = self._value(plan, s, pf, pol)
+                    if hit is None or value < hit[2]:
+                        hit = (s, pf, value)
             assert hit is not None
             self.memo[k] = hit
         return hit
@@ -149,7 +172,7 @@ class _Evaluator:
         return self.priced(plan)[0]
 
     def cost_of(self, plan: Mapping[str, ExecOption]) -> float:
-        return objective_of(self(plan), self.objective)
+        return self.priced(plan)[2]
 
 
 def standalone(cost: CostModel, dag: TrainingDAG, op_name: str, opt: ExecOption) -> float:
@@ -256,17 +279,18 @@ def plan(
             if on_proposal is not None:
                 on_proposal(proposals, c_best)
         current = best
-    sched, prefetch = ev.priced(current)
+    sched, prefetch, value = ev.priced(current)
     return PlanResult(
         mode,
         dict(current),
         sched,
         prefetch,
-        ev.cost_of(current),
+        value,
         greedy_cost,
         proposals,
         len(ev.memo),
         time.perf_counter() - t0,
+        objective,
     )
 
 

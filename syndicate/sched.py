@@ -26,11 +26,21 @@ number of iterations: the data-prep prologue excluded) is the robust figure the 
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["POLICIES", "Graph", "Node", "Schedule", "list_schedule"]
+__all__ = [
+    "POLICIES",
+    "Graph",
+    "Node",
+    "Schedule",
+    "list_schedule",
+    "periodic_sequence",
+    "replay_order",
+    "steady_period",
+]
 
 POLICIES = ("crit", "fifo", "lifo", "priority")
 
@@ -232,3 +242,92 @@ def list_schedule(
     first = min((start[c.id] for c in comp_seq), default=0.0)
     mean = (graph.iteration_end(iters[-1], finish) - first) / len(iters) if iters else 0.0
     return Schedule(start, finish, tuple(order), makespan, period, policy, mean)
+
+
+def periodic_sequence(
+    order: Sequence[str], prefetch: bool, data_ops: frozenset[str], iterations: int
+) -> list[str]:
+    """The enforcer's sequence over ``iterations`` iterations from a two-iteration order
+    (Gap 3.12): iteration 1's motifs in their order, with a prefetched data op's iteration-2
+    motifs at their places relabelled k+1 (δ = +1), repeated for every iteration k; with the
+    prefetch, iteration 1's data op runs first as a prologue. Motif ids are ``op/...#k``."""
+    template: list[tuple[str, int]] = []
+    prologue: list[str] = []
+    for m in order:
+        base, k_text = m.rsplit("#", 1)
+        k, op = int(k_text), base.split("/", 1)[0]
+        prefetched = prefetch and op in data_ops
+        if k == 1 and not prefetched:
+            template.append((base, 0))
+        elif k == 1:
+            prologue.append(m)
+        elif k == 2 and prefetched:
+            template.append((base, 1))
+    seq = list(prologue)
+    for k in range(1, iterations + 1):
+        seq += [f"{base}#{k + d}" for base, d in template if k + d <= iterations]
+    return seq
+
+
+def steady_period(graph: Graph, finish: Mapping[str, float]) -> float:
+    """The mean iteration time after the first iteration (or the one period of two)."""
+    iters = sorted({n.iteration for n in graph.computes})
+    if len(iters) < 2:
+        return max(finish.values(), default=0.0)
+    warm = iters[0] if len(iters) == 2 else iters[1]
+    end = graph.iteration_end(iters[-1], finish)
+    return (end - graph.iteration_end(warm, finish)) / (iters[-1] - warm)
+
+
+def replay_order(graph: Graph, sequence: Sequence[str], *, streams: str = "channel") -> Schedule:
+    """What the enforcer does with ``sequence`` under fixed motif durations: motifs are issued
+    strictly in sequence once their comm-op is submitted, onto their stream's FIFO queue, and
+    run when the stream is free and their deps are done (Pseudocode 5, Gap 4.1b); compute runs
+    in program order. The returned ``period`` is :func:`steady_period`."""
+    by_id = {n.id: n for n in graph.nodes}
+    comm = [n.id for n in graph.nodes if n.comm]
+    if sorted(sequence) != sorted(comm):
+        raise ValueError("the sequence must name every motif of the graph exactly once")
+    comps = graph.computes
+    start: dict[str, float] = {}
+    finish: dict[str, float] = {}
+    issued: set[str] = set()
+    queues: dict[str, list[str]] = {}
+    busy: dict[str, bool] = {}
+    timers: list[tuple[float, int, str]] = []
+    t, tick, ptr, ip, comp_busy = 0.0, 0, 0, 0, False
+
+    def stream(m: str) -> str:
+        return _tokens(by_id[m], streams)[0]
+
+    def push(nid: str) -> None:
+        nonlocal tick
+        start[nid] = t
+        tick += 1
+        heapq.heappush(timers, (t + by_id[nid].dur, tick, nid))
+
+    while len(finish) < len(graph.nodes):
+        if not comp_busy and ptr < len(comps) and all(p in finish for p in comps[ptr].parents):
+            push(comps[ptr].id)
+            comp_busy, ptr = True, ptr + 1
+        while ip < len(sequence) and all(
+            (p in issued) if by_id[p].comm else (p in finish) for p in by_id[sequence[ip]].parents
+        ):
+            issued.add(sequence[ip])
+            queues.setdefault(stream(sequence[ip]), []).append(sequence[ip])
+            ip += 1
+        for s, q in queues.items():
+            if not busy.get(s) and q and all(p in finish for p in by_id[q[0]].parents):
+                busy[s] = True
+                push(q.pop(0))
+        if not timers:
+            raise ValueError(f"deadlock replaying the sequence at t={t}")
+        t, _, nid = heapq.heappop(timers)
+        finish[nid] = t
+        if by_id[nid].comm:
+            busy[stream(nid)] = False
+        else:
+            comp_busy = False
+    makespan = max(finish.values(), default=0.0)
+    period = steady_period(graph, finish)
+    return Schedule(start, finish, tuple(sequence), makespan, period, "order", period)
