@@ -214,3 +214,37 @@ def test_the_periodic_order_relabels_the_prefetched_data_op() -> None:
     assert r.prefetch  # X3's gain is the prefetch
     assert r.iter_time == pytest.approx(4.0)  # (10 - 2) / 2: the prologue [0, 2] excluded
     assert periodic_order(dag, r, 3) == ["dp/m#1", "dp/m#2", "dp/m#3"]
+
+
+def test_replaying_an_order_reproduces_the_schedule_it_came_from() -> None:
+    """The enforcer's view (issue strictly by sequence, FIFO per stream) of optSched's and
+    FIFO's orders on X2 gives their makespans back, and a sequence naming a motif twice or
+    leaving one out is refused."""
+    from syndicate.sched import replay_order
+
+    dag, cost = fixture_x2()
+    g = unroll(dag, single_plan(dag), cost, iterations=1)
+    for policy, makespan in (("crit", 7.0), ("fifo", 8.0)):
+        s = list_schedule(g, policy)
+        assert replay_order(g, s.order).makespan == pytest.approx(makespan)
+    with pytest.raises(ValueError, match="exactly once"):
+        replay_order(g, [g.motifs[0].id] * 2)
+
+
+def test_periodic_replay_of_x3_gives_the_prefetched_period() -> None:
+    from syndicate.sched import periodic_sequence, replay_order
+
+    dag, cost = fixture_x3()
+    two = list_schedule(unroll(dag, single_plan(dag), cost, prefetch=True), "crit")
+    g = unroll(dag, single_plan(dag), cost, prefetch=True, iterations=5)
+    seq = periodic_sequence(two.order, True, frozenset({"dp"}), 5)
+    assert seq == [f"dp/m#{k}" for k in range(1, 6)]
+    assert replay_order(g, seq).period == pytest.approx(4.0)  # emb + mlp, dp hidden
+    plain = unroll(dag, single_plan(dag), cost, iterations=5)
+    seq = periodic_sequence(
+        list_schedule(unroll(dag, single_plan(dag), cost), "crit").order,
+        False,
+        frozenset({"dp"}),
+        5,
+    )
+    assert replay_order(plain, seq).period == pytest.approx(6.0)
