@@ -1,8 +1,8 @@
 """The packages' layering: ``arbiter`` imports no other package of the project but ``protos``
 (the composition root ``yarn_arbiter`` puts the parts together), the YARN bridge does not
 reach up into the composition root, and nothing but tests, benchmarks and the composition root
-imports ``syndicate`` (which itself imports only ``arbiter``). Imports are read with :mod:`ast`, so an import inside a
-function counts as much as one at the top of a module."""
+imports ``syndicate`` (which itself imports only ``arbiter``). Imports are read with
+:mod:`ast`, so an import inside a function counts as much as one at the top of a module."""
 
 from __future__ import annotations
 
