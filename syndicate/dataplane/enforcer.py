@@ -71,6 +71,7 @@ class Enforcer:
         self._fifo: dict[int, list[str]] = {}
         self.issue_log: dict[int, list[str]] = {}
         self.wait_s: dict[int, float] = {}
+        self.began: dict[int, float] = {}  # iteration -> when the app began it
         self.current_iteration = -1
         self._stop = False
         self.error: BaseException | None = None
@@ -99,6 +100,7 @@ class Enforcer:
                 if plan is not None:
                     self._iter_plan[k] = plan
                     self.current_iteration = k
+                    self.began[k] = time.monotonic()
                     self._cv.notify_all()
                     return plan
                 left = deadline - time.monotonic()
@@ -156,6 +158,16 @@ class Enforcer:
                     return {"state": "commit", "activate_at": self.tpc.activate_at}
                 return {"state": "undecided"}
             return {"state": "none"}
+
+    def stats(self) -> dict[int, tuple[float, float]]:
+        """Iteration -> (busy-wait seconds, iteration seconds), for finished iterations (the
+        enforcer statistics the optimizer receives, T:1494)."""
+        with self._cv:
+            return {
+                k: (self.wait_s[k], self.began[k + 1] - self.began[k])
+                for k in self.wait_s
+                if k + 1 in self.began
+            }
 
     @property
     def undecided(self) -> int | None:

@@ -10,7 +10,9 @@ computed from all ranks' seeded inputs (integers exact, floats within 1e-6), and
 issue log, its plan version per iteration and the busy-wait per iteration.
 
 Control messages are JSON lines: ``prepare {version, plan, sha256}`` -> ``vote {version, yes,
-iter}``; ``commit {version, activate_at}``; ``abort {version}``; ``status`` -> ``{iter}``.
+iter}``; ``commit {version, activate_at}``; ``abort {version}``; ``status`` -> ``{iter}``;
+``stats`` -> busy-wait and iteration seconds per finished iteration, which
+:meth:`Coordinator.replan_when_waiting` feeds to the 5 % trigger.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from syndicate.dataplane.enforcer import Enforcer
 from syndicate.dataplane.mesh import Mesh
-from syndicate.dataplane.protocol import InstalledPlan, fifo_plan
+from syndicate.dataplane.protocol import InstalledPlan, ReplanTrigger, fifo_plan
 from syndicate.motifs import CommOp, reference
 
 __all__ = ["Coordinator", "RankConfig", "inputs_of", "run_rank"]
@@ -92,6 +94,8 @@ def _control(enf: Enforcer, mesh: Mesh, listener: socket.socket, done: threading
                 elif kind == "abort":
                     enf.abort(int(msg["version"]))
                     reply = {"type": "ack"}
+                elif kind == "stats":
+                    reply = {"type": "stats", "stats": {str(k): v for k, v in enf.stats().items()}}
                 else:
                     reply = {"type": "status", "iter": enf.current_iteration}
                 f.write(json.dumps(reply) + "\n")
@@ -253,6 +257,42 @@ class Coordinator:
         for i in range(len(self._conns)):
             self._ask(i, {"type": "abort", "version": plan.version})
         return None
+
+    def stats(self) -> dict[int, tuple[float, float]]:
+        """Per finished iteration, the largest busy-wait over the ranks and the iteration
+        time."""
+        merged: dict[int, tuple[float, float]] = {}
+        for i in range(len(self._conns)):
+            reply = self._ask(i, {"type": "stats"}) or {"stats": {}}
+            for k_text, (wait, it) in reply["stats"].items():
+                k = int(k_text)
+                w0, t0 = merged.get(k, (0.0, 0.0))
+                merged[k] = (max(w0, wait), max(t0, it))
+        return merged
+
+    def replan_when_waiting(
+        self,
+        trigger: ReplanTrigger,
+        make_plan: Callable[[int], InstalledPlan],
+        *,
+        until: Callable[[], bool],
+        every: float = 0.02,
+    ) -> list[tuple[int, int | None]]:
+        """The re-plan loop (T:1672): feed every finished iteration's waits to ``trigger``
+        (iterations complete on every rank only); when it fires, propose ``make_plan(version)``
+        by 2PC. Returns (version, activate_at or None) per proposal."""
+        seen = -1
+        version = 0
+        out: list[tuple[int, int | None]] = []
+        while not until():
+            stats = self.stats()
+            for k in sorted(k for k in stats if k > seen):
+                seen = k
+                if trigger.feed(*stats[k]):
+                    version += 1
+                    out.append((version, self.propose(make_plan(version))))
+            time.sleep(every)
+        return out
 
     def close(self) -> None:
         for s, f in self._conns:

@@ -175,3 +175,34 @@ def test_an_optimizer_plan_runs_on_the_data_plane() -> None:
     assert activate_at is not None
     logs = _same_everywhere(reports, "issue_log")
     assert logs[str(cfg.iterations - 1)] == list(installed.order)
+
+
+def test_waits_over_5_percent_trigger_replans_installed_on_every_rank() -> None:
+    """T:1672: the ranks' busy-waits, collected per iteration, exceed 5 % of the iteration in
+    three consecutive iterations (the app submits its comm-ops spread over its compute), so the
+    coordinator re-plans, and every new version switches all ranks at one iteration."""
+    from syndicate.dataplane.protocol import ReplanTrigger
+
+    cfg = RankConfig(OPS, iterations=36, compute_s=0.03, jitter_s=0.01, permute=True, seed=13)
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        _wait_until_iteration(coord, 1)
+        first = coord.propose(_plan(1))
+        assert first is not None
+        proposals = coord.replan_when_waiting(
+            ReplanTrigger(threshold=0.05, window=3),
+            lambda v: _plan(v + 1),
+            until=lambda: min(coord.status()) >= cfg.iterations - 8,
+        )
+        coord.close()
+        reports = _reports(out)
+    committed = [(v + 1, a) for v, a in proposals if a is not None]
+    assert committed, proposals
+    versions = _same_everywhere(reports, "versions")
+    switches = [
+        (v, k) for (k, v), (_, prev) in zip(versions[1:], versions, strict=False) if v != prev
+    ]
+    assert switches[0] == (1, first)
+    assert switches[1:] == [(v, a) for v, a in committed if a < cfg.iterations]
+    waits = reports[0]["wait_s"]
+    assert any(w > 0 for w in waits.values())
