@@ -19,6 +19,12 @@ between the machines" (T:2032). Two models are provided:
   its readings. Placements the profile never measured fall back to the :class:`LocalityModel`.
   Profiles know nothing of racks: a cross-rack placement is further multiplied by
   ``cross_rack / cross_machine`` of the fallback.
+* :class:`PredictedSlowdown`, from an app's own iteration-time predictor (a callable of the
+  placement class, the per-machine GPU counts): ``S(G) = T(G) / T(dense |G|)``, the dense class
+  packing as many GPUs onto the fewest machines, cached per class. The application master
+  supplies the callable (e.g. a communication planner pricing each class with its own plan,
+  seed 000 ch. 4), so this package imports nothing of it. Unlike the other models S may fall
+  below 1: a spread placement can beat the dense one under a plan that uses the hosts' NICs.
 
 A :class:`Placement` is the canonical *shape* of a GPU set: per rack, per machine, per slot GPU
 counts (sorted) plus GPU types. Two sets with the same shape are equivalent under the topology,
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -39,9 +45,11 @@ from typing import Protocol
 from arbiter.cluster import Cluster
 
 __all__ = [
+    "IterTimePredictor",
     "Locality",
     "LocalityModel",
     "Placement",
+    "PredictedSlowdown",
     "ProfileModel",
     "SlowdownModel",
     "placement_of",
@@ -214,3 +222,40 @@ class ProfileModel:
         if placement.locality is Locality.CROSS_RACK:
             s *= self.fallback.cross_rack / self.fallback.cross_machine
         return s
+
+
+IterTimePredictor = Callable[[tuple[int, ...]], float]
+"""Predicted seconds per iteration on a placement class (per-machine GPU counts, descending)."""
+
+
+@dataclass(frozen=True)
+class PredictedSlowdown:
+    """S(G) from ``predict`` (see the module docstring); ``gpus_per_machine`` sizes the dense
+    class. The cache holds one prediction per class."""
+
+    predict: IterTimePredictor
+    gpus_per_machine: int = 8
+    _cache: dict[tuple[int, ...], float] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_machine < 1:
+            raise ValueError(f"gpus_per_machine must be >= 1, got {self.gpus_per_machine}")
+
+    def dense(self, n: int) -> tuple[int, ...]:
+        full, rest = divmod(n, self.gpus_per_machine)
+        return (self.gpus_per_machine,) * full + ((rest,) if rest else ())
+
+    def iter_time(self, per_machine: tuple[int, ...]) -> float:
+        t = self._cache.get(per_machine)
+        if t is None:
+            t = float(self.predict(per_machine))
+            if not t > 0 or t == float("inf"):
+                raise ValueError(f"predicted iteration time {t} for {per_machine} is not > 0")
+            self._cache[per_machine] = t
+        return t
+
+    def slowdown(self, placement: Placement) -> float:
+        n = placement.num_gpus
+        if n == 0:
+            return 1.0
+        return self.iter_time(placement.per_machine) / self.iter_time(self.dense(n))

@@ -1,0 +1,208 @@
+"""Syndicate's data plane on real processes and sockets (seed 000 §4.4.4, Pseudocode 5; spec
+§4, §6.5; facts F15, F18, F19): every collective equals the reference, every rank issues motifs
+in the same order under jitter and shuffled submissions, a plan installed by two-phase commit
+switches all ranks at one iteration, a NO vote or a vanished coordinator leaves the old plan
+everywhere, and FIFO runs until the first commit."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from support import free_port, wait_for
+
+from syndicate.cost import MicrobenchCost
+from syndicate.dag import Workload, dlrm
+from syndicate.dataplane.node import Coordinator, RankConfig, run_rank
+from syndicate.dataplane.protocol import FIFO_VERSION, InstalledPlan, from_schedule
+from syndicate.motifs import CommOp, ExecOption, expand
+from syndicate.optimizer import plan as optimize
+from syndicate.topology import hgx2
+
+N = 4
+OPS = (
+    CommOp("ar-mlp", "AR", 1000, N, 8),
+    CommOp("a2a-emb", "AA", 24, N, 8),
+    CommOp("ar-top", "AR", 37, N, 8),
+)
+
+
+def _plan(version: int) -> InstalledPlan:
+    """A plan cutting every op (segmented ring, splined AA on cpu, tree) with an order that
+    interleaves the comm-ops (valid: each op's motifs keep their deps' order)."""
+    options = {
+        "ar-mlp": ExecOption("ring", seg=2),
+        "a2a-emb": ExecOption("aa", seg=2, ways=2, channel="cpu"),
+        "ar-top": ExecOption("tree", tree_n=2),
+    }
+    chains = [[m.id for m in expand(op, options[op.name])] for op in OPS]
+    order: list[str] = []
+    while any(chains):
+        for chain in reversed(chains):
+            if chain:
+                order.append(chain.pop(0))
+    return InstalledPlan(version, options, tuple(order))
+
+
+@contextmanager
+def _job(cfg: RankConfig) -> Iterator[tuple[list[int], mp.Queue]]:
+    ctx = mp.get_context("spawn")
+    out: mp.Queue = ctx.Queue()
+    ports = [free_port() for _ in range(N)]
+    ctl = [free_port() for _ in range(N)]
+    procs = [
+        ctx.Process(target=run_rank, args=(r, ports, ctl[r], cfg.to_dict(), out), daemon=True)
+        for r in range(N)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        yield ctl, out
+    finally:
+        for p in procs:
+            p.join(timeout=120)
+            if p.is_alive():
+                p.kill()
+
+
+def _reports(out: mp.Queue) -> list[dict]:
+    reports = sorted((out.get(timeout=180) for _ in range(N)), key=lambda r: r["rank"])
+    for r in reports:
+        assert r["ok"], (r["rank"], r["errors"])
+    return reports
+
+
+def _same_everywhere(reports: list[dict], key: str) -> object:
+    first = reports[0][key]
+    for r in reports[1:]:
+        assert r[key] == first, f"rank {r['rank']} {key} differs from rank 0"
+    return first
+
+
+def _wait_until_iteration(coord: Coordinator, k: int) -> None:
+    wait_for(f"every rank at iteration {k}", lambda: min(coord.status()) >= k, every=0.02)
+
+
+@pytest.mark.parametrize("floats", [False, True])
+def test_fifo_then_two_phase_switch_at_one_iteration(floats: bool) -> None:
+    cfg = RankConfig(
+        OPS, iterations=40, compute_s=0.02, jitter_s=0.01, permute=True, seed=7, floats=floats
+    )
+    plan = _plan(1)
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        _wait_until_iteration(coord, 2)
+        activate_at = coord.propose(plan)
+        coord.close()
+        reports = _reports(out)
+    assert activate_at is not None and activate_at < cfg.iterations
+    versions = _same_everywhere(reports, "versions")
+    assert versions == [(k, FIFO_VERSION if k < activate_at else 1) for k in range(40)]
+    logs = _same_everywhere(reports, "issue_log")
+    for k in range(cfg.iterations):
+        if k >= activate_at:
+            assert logs[str(k)] == list(plan.order)  # sequence numbers, despite shuffles
+        else:  # FIFO: each op whole, in program order
+            assert logs[str(k)] == [m.id for op in OPS for m in expand(op, _fifo(op))]
+
+
+def _fifo(op: CommOp) -> ExecOption:
+    return ExecOption("ring" if op.kind == "AR" else "aa")
+
+
+def test_a_no_vote_aborts_everywhere_and_a_later_plan_commits() -> None:
+    cfg = RankConfig(OPS, iterations=40, compute_s=0.02, jitter_s=0.01, seed=3)
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        _wait_until_iteration(coord, 1)
+        assert coord.propose(_plan(1), corrupt=[2]) is None  # rank 2 sees a bad hash
+        activate_at = coord.propose(_plan(2))
+        coord.close()
+        reports = _reports(out)
+    assert activate_at is not None
+    versions = _same_everywhere(reports, "versions")
+    assert {v for _, v in versions} == {FIFO_VERSION, 2}  # version 1 never ran anywhere
+    assert next(k for k, v in versions if v == 2) == activate_at
+
+
+def test_coordinator_gone_after_prepare_aborts_on_every_rank() -> None:
+    cfg = RankConfig(OPS, iterations=25, compute_s=0.02, jitter_s=0.01, seed=5)
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        _wait_until_iteration(coord, 1)
+        votes = coord.prepare(_plan(1))
+        assert all(v is not None and v["yes"] for v in votes)
+        coord.close()  # dies before deciding: the ranks resolve among themselves
+        reports = _reports(out)
+    versions = _same_everywhere(reports, "versions")
+    assert {v for _, v in versions} == {FIFO_VERSION}
+
+
+def test_coordinator_gone_after_a_partial_commit_commits_everywhere() -> None:
+    cfg = RankConfig(OPS, iterations=40, compute_s=0.02, jitter_s=0.01, seed=9)
+    plan = _plan(1)
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        _wait_until_iteration(coord, 1)
+        votes = coord.prepare(plan)
+        activate_at = max(int(v["iter"]) for v in votes if v is not None) + 2
+        coord._ask(0, {"type": "commit", "version": 1, "activate_at": activate_at})
+        coord.close()  # only rank 0 heard COMMIT
+        reports = _reports(out)
+    versions = _same_everywhere(reports, "versions")
+    assert next(k for k, v in versions if v == 1) == activate_at
+
+
+def test_an_optimizer_plan_runs_on_the_data_plane() -> None:
+    """The optimizer's own output for a tiny DLRM-like DAG on one 4-GPU node, installed by
+    2PC and run: the last iterations issue exactly its steady-state order."""
+    topo = hgx2(nodes=1, gpus_per_node=N)
+    tiny = Workload("tiny", 1.0, tables=8, avg_dim=4, avg_pooling=2, mlp_layers=3, avg_mlp=8)
+    dag = dlrm(tiny, N, batch_per_gpu=4)
+    result = optimize(
+        dag, MicrobenchCost(topo), mode="syndicate", budget=100, clock="proposals", warmup=20
+    )
+    installed = from_schedule(result.plan, result.order, version=1)
+    cfg = RankConfig(dag.ops, iterations=30, compute_s=0.02, jitter_s=0.01, permute=True, seed=11)
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        _wait_until_iteration(coord, 1)
+        activate_at = coord.propose(installed)
+        coord.close()
+        reports = _reports(out)
+    assert activate_at is not None
+    logs = _same_everywhere(reports, "issue_log")
+    assert logs[str(cfg.iterations - 1)] == list(installed.order)
+
+
+def test_waits_over_5_percent_trigger_replans_installed_on_every_rank() -> None:
+    """T:1672: the ranks' busy-waits, collected per iteration, exceed 5 % of the iteration in
+    three consecutive iterations (the app submits its comm-ops spread over its compute), so the
+    coordinator re-plans, and every new version switches all ranks at one iteration."""
+    from syndicate.dataplane.protocol import ReplanTrigger
+
+    cfg = RankConfig(OPS, iterations=36, compute_s=0.03, jitter_s=0.01, permute=True, seed=13)
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        _wait_until_iteration(coord, 1)
+        first = coord.propose(_plan(1))
+        assert first is not None
+        proposals = coord.replan_when_waiting(
+            ReplanTrigger(threshold=0.05, window=3),
+            lambda v: _plan(v + 1),
+            until=lambda: min(coord.status()) >= cfg.iterations - 8,
+        )
+        coord.close()
+        reports = _reports(out)
+    committed = [(v + 1, a) for v, a in proposals if a is not None]
+    assert committed, proposals
+    versions = _same_everywhere(reports, "versions")
+    switches = [
+        (v, k) for (k, v), (_, prev) in zip(versions[1:], versions, strict=False) if v != prev
+    ]
+    assert switches[0] == (1, first)
+    assert switches[1:] == [(v, a) for v, a in committed if a < cfg.iterations]
+    waits = reports[0]["wait_s"]
+    assert any(w > 0 for w in waits.values())
