@@ -22,7 +22,6 @@ served; nothing on this port changes the arbiter.
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import logging
 import threading
@@ -33,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from arbiter.admission import is_loopback
 from arbiter.console import console_state, static_file
 from arbiter.messages import RequestError
 from arbiter.telemetry import Health, Telemetry
@@ -40,7 +40,7 @@ from arbiter.telemetry import Health, Telemetry
 if TYPE_CHECKING:
     from arbiter.core import ArbiterCore
 
-__all__ = ["CONTENT_TYPE", "MetricsServer", "is_loopback", "render_metrics", "render_state"]
+__all__ = ["CONTENT_TYPE", "MetricsServer", "render_metrics", "render_state"]
 
 log = logging.getLogger("yarn_arbiter.metrics")
 
@@ -54,16 +54,6 @@ _SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
     "style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
 }
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding to ``host`` keeps the port to the local machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def render_metrics(telemetry: Telemetry) -> bytes:

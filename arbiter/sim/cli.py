@@ -20,7 +20,7 @@ from arbiter.sim.run import compare, load_jobs
 from arbiter.tables import format_table
 from arbiter.traces import FORMATS
 
-__all__ = ["add_parsers"]
+__all__ = ["add_parsers", "jobs_per_app_arg", "window_arg"]
 
 ALL_POLICIES = (*sorted(POLICIES), "isolated")
 
@@ -39,7 +39,7 @@ app kinds (--app-kind; ρ per app = app completion time / alone on a 1/N-apps sh
 """
 
 
-def _window(text: str) -> tuple[float, float]:
+def window_arg(text: str) -> tuple[float, float]:
     try:
         start, end = (float(x) for x in text.split(":"))
     except ValueError:
@@ -47,7 +47,7 @@ def _window(text: str) -> tuple[float, float]:
     return start, end
 
 
-def _jobs_per_app(text: str) -> tuple[int, int]:
+def jobs_per_app_arg(text: str) -> tuple[int, int]:
     low, sep, high = text.partition("-")
     try:
         pair = (int(low), int(high if sep else low))
@@ -82,7 +82,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_FAIRNESS_KNOB,
         help=f"themis f: the (1 - f) worst-off apps bid (default {DEFAULT_FAIRNESS_KNOB})",
     )
-    p.add_argument("--window", type=_window, help="philly: keep arrivals in START:END seconds")
+    p.add_argument("--window", type=window_arg, help="philly: keep arrivals in START:END seconds")
     p.add_argument(
         "--target-load",
         type=float,
@@ -98,7 +98,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--jobs-per-app",
-        type=_jobs_per_app,
+        type=jobs_per_app_arg,
         default=(1, 15),
         metavar="A-B",
         help="jobs per app, uniform in A-B, for the grouped app kinds (default 1-15)",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from arbiter.sim.apps import APP_KINDS
+from arbiter.sim.cli import jobs_per_app_arg, window_arg
 from arbiter.sim.sweep import (
     SweepError,
     SweepStore,
@@ -77,23 +78,6 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
-def _window(text: str) -> tuple[float, float]:
-    try:
-        start, end = (float(x) for x in text.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START:END in seconds, got {text!r}") from None
-    return start, end
-
-
-def _jobs_per_app(text: str) -> tuple[int, int]:
-    low, sep, high = text.partition("-")
-    try:
-        pair = (int(low), int(high if sep else low))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected A-B, got {text!r}") from None
-    return pair
-
-
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "sweep",
@@ -114,11 +98,11 @@ def add_parser(sub: Any) -> None:
         help="knob settings per policy, alternatives with |: "
         "'themis:fairness_knob=0.8|0.9,lease_s=600;tiresias:queues=2|3'",
     )
-    p.add_argument("--window", type=_window, help="philly: arrivals in START:END seconds")
+    p.add_argument("--window", type=window_arg, help="philly: arrivals in START:END seconds")
     p.add_argument("--target-load", type=float, help="philly: sample jobs to this load")
     p.add_argument("--max-jobs", type=int, help="keep only the first N jobs of each trace")
     p.add_argument("--app-kind", choices=APP_KINDS, default="single", help="default single")
-    p.add_argument("--jobs-per-app", type=_jobs_per_app, default=(1, 15), metavar="A-B")
+    p.add_argument("--jobs-per-app", type=jobs_per_app_arg, default=(1, 15), metavar="A-B")
     p.add_argument("--out", required=True, type=Path, help="results folder (resumable)")
     p.add_argument(
         "--engine",
