@@ -39,10 +39,11 @@ pytestmark = [pytest.mark.yarn, pytest.mark.slow]
 
 
 def submit_sleeper(rm: RMClient, *, queue: str = "analytics", tags: tuple[str, ...] = (),
-                   name: str = "sleeper", seconds: int = 600) -> str:  # fmt: skip
+                   name: str = "sleeper", seconds: int = 600, app_id: str = "") -> str:  # fmt: skip
     """A YARN app whose AM container runs ``sleep``: it never registers (so YARN keeps it
-    ACCEPTED), but it holds a real container until it is killed (:func:`am_running`)."""
-    app_id = rm.new_application().application_id
+    ACCEPTED), but it holds a real container until it is killed (:func:`am_running`).
+    ``app_id``: an id from ``rm.new_application()`` (else a new one)."""
+    app_id = app_id or rm.new_application().application_id
     rm.submit_app(AppSubmission(app_id, name, f"sleep {seconds}", queue=queue, memory_mb=512,
                                 tags=tags))  # fmt: skip
     return app_id
@@ -164,10 +165,23 @@ def test_enforcer_kills_an_ml_app_it_can_account_for(yarn_cluster, tmp_path: Pat
     with RMClient(yarn_cluster.rm_url) as rm:
         core = core_for(rm, tmp_path, yarn_cluster.rm_url)
         bridge = Bridge(core, yarn_cluster.rm_url, poll_s=0.2, confirm_polls=2)
-        app, _ = core.register_app(app_name="ml", user="u", queue_name="gpu", max_gpu_demand=4)
-        yarn_id = submit_sleeper(rm, queue="gpu", tags=(ML_APP_TAG, arbiter_app_tag(app)))
-        wait_for("the ML app to run", lambda: am_running(rm, yarn_id))
-        wait_for("the watcher to see it", lambda: bridge.tick() and yarn_id in bridge.view.apps)
+        # As `yarn-arbiter submit` does: the YARN id first, the arbiter app bound to it.
+        yarn_id = rm.new_application().application_id
+        app, _ = core.register_app(app_name="ml", user="u", queue_name="gpu", max_gpu_demand=4,
+                                   yarn_app_id=yarn_id)  # fmt: skip
+        tags = (ML_APP_TAG, arbiter_app_tag(app))
+        submit_sleeper(rm, queue="gpu", tags=tags, app_id=yarn_id)
+        # Another YARN app forging the same link, ended first: the arbiter app stays.
+        forged = submit_sleeper(rm, queue="gpu", tags=tags, name="forged")
+        wait_for("both apps to run", lambda: am_running(rm, yarn_id) and am_running(rm, forged))
+        wait_for("the watcher to see them",
+                 lambda: bridge.tick() and {yarn_id, forged} <= set(bridge.view.apps))  # fmt: skip
+        rm.kill_app(forged)
+        wait_for("YARN to report the forged app KILLED", lambda: rm.app(forged).state == "KILLED")
+        polls = 0
+        while polls < 4:  # the confirm polls an app's end needs, and more: all must succeed
+            polls += bridge.tick()
+        assert app in core.snapshot().apps
         rm.kill_app(yarn_id)
         wait_for("the arbiter app to be finished by the watcher",
                  lambda: bridge.tick() and app not in core.snapshot().apps)  # fmt: skip
