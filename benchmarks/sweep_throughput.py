@@ -1,7 +1,9 @@
 """Sweep throughput: cells per minute on Spark ``local[2]`` against the serial loop, one run.
 
-The grid: Pollux's workloads 1-8 (160 jobs each, ``nodes:16:4``) under fifo, las, tiresias and
-themis, seed 0 (32 cells; ``--quick``: workloads 1-4 under fifo and las, 8 cells).
+The grid: Philly, six hours from day 40 sampled to load 1.0 on the Themis testbed (seeds
+0-5: six samples), under fifo, las, tiresias and themis: 24 cells of 1-10 s. ``--quick``:
+Pollux's workloads 1-4 (160 jobs, ``nodes:16:4``) under fifo and las, 8 cells of well under a
+second, where Spark's start-up (a JVM, a Python worker per slot) is most of the run.
 Both engines run the same cells into fresh folders; each is timed as a whole command
 (``yarn-arbiter sweep``, so Spark's start-up counts), and the rows of the two are checked equal.
 ``--yarn-conf DIR`` adds a third run with ``--master yarn`` (e.g. the ``etc/client`` folder of
@@ -51,10 +53,13 @@ def main() -> int:
     ap.add_argument("--yarn-conf", type=Path, help="HADOOP_CONF_DIR of a YARN to run on too")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    n = 4 if a.quick else 8
-    policies = "fifo,las" if a.quick else "fifo,las,tiresias,themis"
-    traces = ",".join(f"pollux/workloads/workload-{i}.csv" for i in range(1, n + 1))
-    grid = ["--traces", traces, "--policies", policies, "--seeds", "0"]
+    if a.quick:
+        traces = ",".join(f"pollux/workloads/workload-{i}.csv" for i in range(1, 5))
+        policies, seeds, extra = "fifo,las", "0", []
+    else:
+        traces, policies, seeds = "philly/philly.csv", "fifo,las,tiresias,themis", "0-5"
+        extra = ["--window", f"{40 * 86400}:{40 * 86400 + 6 * 3600}", "--target-load", "1"]
+    grid = ["--traces", traces, "--policies", policies, "--seeds", seeds, *extra]
     engines: list[tuple[str, list[str], dict[str, str] | None]] = [
         ("serial", ["--engine", "serial"], None),
         ("spark local[2]", ["--master", "local[2]"], None),
@@ -88,7 +93,8 @@ def main() -> int:
           f"{r['speedup_vs_serial']:.2f}x", f"{r['sum_cell_s']:.1f}", str(r["same_rows_as_serial"])]
          for r in results],
     ))  # fmt: skip
-    doc = {"grid": {"traces": traces, "policies": policies, "seeds": [0]}, "results": results,
+    doc = {"grid": {"traces": traces, "policies": policies, "seeds": seeds, "options": extra},
+           "results": results,
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}  # fmt: skip
     out = a.out or RESULTS / ("sweep_throughput_quick.json" if a.quick else "sweep_throughput.json")
     out.parent.mkdir(parents=True, exist_ok=True)
