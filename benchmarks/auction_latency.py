@@ -9,7 +9,7 @@ solve, the n solves without each app, c_i, leftover):
 * **ours**: ``partial_allocation`` (``Solver.CLIQUES``: conflict components, LP with warm
   starts and maximal-clique cuts of the conflict graph, small branch and bound, HiGHS MILP
   fallback without presolve, seeded with the cuts);
-* **previous**: ``partial_allocation_with_solver(Solver.PAIRS, ...)``, the solver before the
+* **previous**: ``partial_allocation(..., solver=Solver.PAIRS)``, the solver before the
   maximal-clique cuts (cuts joining one row with the rows of one other app), on every instance;
   its answers are checked against ours (the optimum of the market without each app);
 * **ours, c ± 1 %**: the same with ``payment_gap=1e-2`` (each c_i within 1 % above exact), the
@@ -52,7 +52,6 @@ from arbiter.auction import (
     PAYMENT_GAP,
     Solver,
     partial_allocation,
-    partial_allocation_with_solver,
 )
 from arbiter.auction import payments as auction_payments
 from arbiter.bids import generate_bid
@@ -110,7 +109,7 @@ def bench_auction(grid, instances: int, naive_instances: int) -> list[dict]:
             timed = {}
             for solver in order:
                 t = time.perf_counter()
-                result = partial_allocation_with_solver(solver, bids, offered)
+                result = partial_allocation(bids, offered, solver=solver)
                 timed[solver] = (result, (time.perf_counter() - t) * 1e3)
             (r, ms), (rp, previous_ms) = timed[Solver.CLIQUES], timed[Solver.PAIRS]
             ours.append(ms)

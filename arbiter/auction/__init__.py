@@ -27,7 +27,7 @@ Speed comes from the problem's structure, not from approximations:
   more often; an integral LP optimum is the 0/1 optimum. The default solver
   (``Solver.CLIQUES``) grows each fractional row into a maximal clique of the conflict graph
   (rows of one app, or sharing a GPU); the previous one (``Solver.PAIRS``, selectable through
-  :func:`partial_allocation_with_solver`) only joins a row with the rows of one other app,
+  :func:`partial_allocation`'s ``solver``) only joins a row with the rows of one other app,
   which leaves the symmetric tails (equal-ρ rows of three or more apps around the same
   machines) fractional. Otherwise a small LP branch and bound runs, then HiGHS's MILP,
   whose answer is checked (disjoint rows costing the optimum HiGHS reports) before use.
@@ -80,7 +80,7 @@ instance of the process (the banner no HiGHS option can silence).
 
 from __future__ import annotations
 
-from arbiter.auction.mechanism import partial_allocation, partial_allocation_with_solver
+from arbiter.auction.mechanism import partial_allocation
 from arbiter.auction.model import RHO_MAX, RHO_MIN, Bid, PAResult, Rounding, Solver
 from arbiter.auction.payments import PAYMENT_GAP
 from arbiter.auction.reference import brute_force_payments, brute_force_pf
@@ -97,6 +97,5 @@ __all__ = [
     "brute_force_payments",
     "brute_force_pf",
     "partial_allocation",
-    "partial_allocation_with_solver",
     "quiet_highs",
 ]

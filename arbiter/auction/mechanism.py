@@ -17,7 +17,7 @@ from arbiter.auction.leftover import _settle
 from arbiter.auction.model import Bid, PAResult, Rounding, Solver
 from arbiter.auction.payments import PAYMENT_GAP, _pf_and_payments
 
-__all__ = ["partial_allocation", "partial_allocation_with_solver"]
+__all__ = ["partial_allocation"]
 
 
 def partial_allocation(
@@ -29,6 +29,7 @@ def partial_allocation(
     payment_gap: float = PAYMENT_GAP,
     time_budget: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    solver: Solver | str = Solver.CLIQUES,
 ) -> PAResult:
     """Run one PA auction of ``offered`` GPUs among ``bids`` (one bid per app).
 
@@ -48,33 +49,9 @@ def partial_allocation(
 
     ``clock`` (seconds, monotonic) is what the time budget is measured on: the auction reads
     no other clock (HiGHS's own ``time_limit`` is set from it).
-    """
-    return partial_allocation_with_solver(
-        Solver.CLIQUES,
-        bids,
-        offered,
-        rounding=rounding,
-        naive=naive,
-        payment_gap=payment_gap,
-        time_budget=time_budget,
-        clock=clock,
-    )
 
-
-def partial_allocation_with_solver(
-    solver: Solver | str,
-    bids: Iterable[Bid],
-    offered: frozenset[str],
-    *,
-    rounding: Rounding | str = Rounding.LEASE_TIME,
-    naive: bool = False,
-    payment_gap: float = PAYMENT_GAP,
-    time_budget: float | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> PAResult:
-    """:func:`partial_allocation` on a chosen :class:`Solver` (the benchmark compares them).
-
-    Every solver is exact: the allocation value and each market without one app agree.
+    ``solver`` picks the exact solver (:class:`Solver`; the benchmark compares them). Every
+    solver is exact: the allocation value and each market without one app agree.
     """
     solver = Solver(solver)
     if not 0.0 <= payment_gap <= 0.1:

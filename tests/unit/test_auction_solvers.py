@@ -25,7 +25,6 @@ from arbiter.auction import (
     brute_force_payments,
     brute_force_pf,
     partial_allocation,
-    partial_allocation_with_solver,
 )
 from arbiter.auction.formulation import _prepare
 from arbiter.auction.solve import _CliqueMarket, _Market
@@ -96,7 +95,7 @@ def test_three_app_clique_makes_the_lp_integral() -> None:
 def test_triangles_match_brute_force(solver: Solver, n: int) -> None:
     """7^3 = 343 row combinations (n = 6): more than the enumeration limit, so HiGHS runs."""
     bids, offered = triangles(n)
-    r = partial_allocation_with_solver(solver, bids, offered)
+    r = partial_allocation(bids, offered, solver=solver)
     (count, value), _ = brute_force_pf(bids, offered)
     assert lex_value(r) == (count, pytest.approx(value, abs=1e-9))
     # One app takes machine 0 (log 4), the other two one other machine each (log 1/0.9).
@@ -135,7 +134,7 @@ def symmetric_instances(draw: st.DrawFn) -> tuple[list[Bid], frozenset[str]]:
 @given(symmetric_instances(), st.sampled_from(list(Solver)))
 def test_symmetric_instances_match_brute_force(instance, solver: Solver) -> None:
     bids, offered = instance
-    r = partial_allocation_with_solver(solver, bids, offered)
+    r = partial_allocation(bids, offered, solver=solver)
     (count, value), _ = brute_force_pf(bids, offered)
     assert lex_value(r)[0] == count
     assert lex_value(r)[1] == pytest.approx(value, abs=1e-6)
@@ -156,21 +155,21 @@ def test_solvers_agree_on_generated_bids(seed: int) -> None:
     cluster = load_cluster("themis-sim-256")
     bids, offered = random_instance(cluster, 16, 64, 16, seed=seed)
     new = partial_allocation(bids, offered)
-    agree(new, partial_allocation_with_solver(Solver.PAIRS, bids, offered))
+    agree(new, partial_allocation(bids, offered, solver=Solver.PAIRS))
     agree(new, partial_allocation(bids, offered, naive=True))
 
 
 def test_default_is_the_clique_solver() -> None:
     bids, offered = triangles(6)
     by_default = partial_allocation(bids, offered)
-    explicit = partial_allocation_with_solver("cliques", bids, offered)
+    explicit = partial_allocation(bids, offered, solver="cliques")
     assert by_default == explicit
 
 
 def test_unknown_solver_raises() -> None:
     bids, offered = triangles(2)
     with pytest.raises(ValueError, match="not a valid Solver"):
-        partial_allocation_with_solver("gurobi", bids, offered)
+        partial_allocation(bids, offered, solver="gurobi")
 
 
 def test_highs_answers_are_checked() -> None:
