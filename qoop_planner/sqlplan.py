@@ -26,7 +26,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlglot import exp
@@ -737,16 +737,12 @@ def plans_for_graph(
     combos = _tree_combos(planner, k, max_dp_relations)
     plans = [planner.build(query_id, rank, trees) for rank, (_, trees) in enumerate(combos)]
     plans.sort(key=lambda p: p.total_cost)
-    return [
-        Plan(
-            plan_id=f"{query_id}/p{rank}",
-            query_id=query_id,
-            stages=p.stages,
-            root=p.root,
-            total_cost=p.total_cost,
-        )
-        for rank, p in enumerate(plans)
-    ]
+    return _ranked(plans, query_id)
+
+
+def _ranked(plans: Sequence[Plan], query_id: str) -> list[Plan]:
+    """``plans`` with ids ``<query_id>/p<rank>`` in their order."""
+    return [replace(p, plan_id=f"{query_id}/p{rank}") for rank, p in enumerate(plans)]
 
 
 def plan_space_for_graph(
@@ -798,18 +794,7 @@ def plan_space_for_graph(
                 seen.add(key)
                 candidates.append(p)
     shares = tuple(grid) if grid is not None else share_grid(DEFAULT_GRID_VCORES, 4096.0)
-    kept = diverse_cache(candidates, shares, max_plans=max_plans)
-    return [
-        Plan(
-            plan_id=f"{query_id}/p{rank}",
-            query_id=query_id,
-            stages=p.stages,
-            root=p.root,
-            total_cost=p.total_cost,
-            physical=p.physical,
-        )
-        for rank, p in enumerate(kept)
-    ]
+    return _ranked(diverse_cache(candidates, shares, max_plans=max_plans), query_id)
 
 
 def enumerate_plan_space(
