@@ -81,6 +81,7 @@ def run_share(
     queries: dict[int, str],
     stats: dict,
 ) -> dict[int, dict]:
+    from hive_hooks.demo import timed_one_shot
     from hive_hooks.engine import LocalHiveServer
     from hive_hooks.executor import QueryRunner
     from hive_hooks.registry import CheckpointRegistry
@@ -100,15 +101,7 @@ def run_share(
             return srv.connect(database="tpch")
 
         def direct(sql: str) -> tuple[float, list[tuple[Any, ...]]]:
-            conn = connect()
-            try:
-                cur = conn.cursor()
-                t0 = time.perf_counter()
-                cur.execute(sql)
-                rows = [tuple(r) for r in cur.fetchall()]
-                return time.perf_counter() - t0, rows
-            finally:
-                conn.close()
+            return timed_one_shot(connect, sql)
 
         share = Share(vcores, vcores * 4096)
         names = list(forms())

@@ -156,15 +156,9 @@ class Bench:
         self.registries: list[Any] = []
 
     def direct(self, sql: str) -> tuple[float, list[tuple[Any, ...]]]:
-        conn = self.connect()
-        try:
-            cur = conn.cursor()
-            t0 = time.perf_counter()
-            cur.execute(sql)
-            rows = [tuple(r) for r in cur.fetchall()]
-            return time.perf_counter() - t0, rows
-        finally:
-            conn.close()
+        from hive_hooks.demo import timed_one_shot
+
+        return timed_one_shot(self.connect, sql)
 
     def new_round(self) -> None:
         """Fresh runners: empty in-memory registries (no history, no checkpoints), one

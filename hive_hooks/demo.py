@@ -77,16 +77,24 @@ def _same_rows(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
     return norm(a) == norm(b)
 
 
-def matches_one_shot(connect: Any, sql: str, rows: list[tuple[Any, ...]]) -> bool:
-    """Whether ``rows`` (a replanned run's answer) equal ``sql`` run in one statement on a new
-    connection from ``connect()`` (floats to 9 significant digits, row order ignored)."""
+def timed_one_shot(connect: Any, sql: str) -> tuple[float, list[tuple[Any, ...]]]:
+    """``sql`` run in one statement on a new connection from ``connect()``: the seconds from
+    execute to the last row fetched, and the rows."""
     conn = connect()
     try:
         cur = conn.cursor()
+        t0 = time.perf_counter()
         cur.execute(sql)
-        return _same_rows(rows, [tuple(r) for r in cur.fetchall()])
+        rows = [tuple(r) for r in cur.fetchall()]
+        return time.perf_counter() - t0, rows
     finally:
         conn.close()
+
+
+def matches_one_shot(connect: Any, sql: str, rows: list[tuple[Any, ...]]) -> bool:
+    """Whether ``rows`` (a replanned run's answer) equal ``sql`` run in one statement on a new
+    connection from ``connect()`` (floats to 9 significant digits, row order ignored)."""
+    return _same_rows(rows, timed_one_shot(connect, sql)[1])
 
 
 def run_demo(
