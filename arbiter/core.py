@@ -33,6 +33,7 @@ from arbiter.auction import Bid
 from arbiter.cluster import Cluster
 from arbiter.config import Config, ConfigError
 from arbiter.decider import Decider, decide_inline
+from arbiter.history import PlanSwitchRecord
 from arbiter.journal import AppRecord, Journal, hash_token, lease_id, new_token
 from arbiter.lease_book import LeaseBook
 from arbiter.messages import (
@@ -64,6 +65,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("yarn_arbiter.core")
+
+MAX_PLAN_ID = 256  # characters of a plan or stage id in a plan-switch report
+MAX_SWITCH_STAGES = 512  # stage ids a plan-switch report may list
 
 # Knobs an admin may change while the arbiter runs (SetKnob); the others need a restart.
 RUNTIME_KNOBS = frozenset({
@@ -113,6 +117,9 @@ class ArbiterCore:
         # health service) are told every change; see :meth:`_writing`.
         self.journal_error: str | None = None
         self.health_listeners: list[Callable[[bool], None]] = []
+        # Plan switches queries report (QOOP Pseudocode 2), for the console's history; the
+        # arbiter does not act on them.
+        self.plan_switch_listeners: list[Callable[[PlanSwitchRecord], None]] = []
         self._next_probe = 0.0
 
     # ------------------------------------------------------------------ health
@@ -554,6 +561,49 @@ class ArbiterCore:
     def unregister_query(self, job_id: str) -> None:
         with self._lock:
             self.shares.unregister(job_id)
+
+    def report_plan_switch(
+        self,
+        token: str | None,
+        job_id: str,
+        *,
+        at_s: float,
+        from_plan: str,
+        to_plan: str,
+        vcores: float,
+        memory_mb: float,
+        cancelled: Iterable[str] = (),
+        reused: Iterable[str] = (),
+    ) -> PlanSwitchRecord:
+        """A registered query's replanner changed its plan: checked, stamped with the query's
+        name and user, and handed to the listeners (the console's history)."""
+        cancelled, reused = tuple(cancelled), tuple(reused)
+        problems = []
+        if not (math.isfinite(at_s) and at_s >= 0):
+            problems.append(f"at_s must be a finite number >= 0, got {at_s}")
+        if not (math.isfinite(vcores) and vcores >= 0 and math.isfinite(memory_mb)
+                and memory_mb >= 0):  # fmt: skip
+            problems.append(f"share must be finite and >= 0, got {vcores} vcores, {memory_mb} MB")
+        for what, plan in (("from_plan", from_plan), ("to_plan", to_plan)):
+            if not plan or len(plan) > MAX_PLAN_ID:
+                problems.append(f"{what} must be 1-{MAX_PLAN_ID} characters, got {len(plan)}")
+        for what, stages in (("cancelled_stages", cancelled), ("reused_stages", reused)):
+            if len(stages) > MAX_SWITCH_STAGES or any(len(x) > MAX_PLAN_ID for x in stages):
+                problems.append(
+                    f"{what}: at most {MAX_SWITCH_STAGES} ids of <= {MAX_PLAN_ID} characters"
+                )
+        if problems:
+            raise RequestError(Code.INVALID_ARGUMENT, "; ".join(problems))
+        with self._lock:
+            self.shares.authorize(token, job_id)
+            q = self.shares.queries[job_id]
+            record = PlanSwitchRecord(
+                self.clock(), job_id, q.name, q.user, at_s, from_plan, to_plan,
+                vcores, memory_mb, cancelled, reused,
+            )  # fmt: skip
+        for listener in list(self.plan_switch_listeners):
+            listener(record)
+        return record
 
     # ------------------------------------------------------------------ admin
 

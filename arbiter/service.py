@@ -313,6 +313,24 @@ class QueryShareService(rpc.QueryShareServicer):
             await _abort(context, err, self.core)
         return pb.UnregisterQueryResponse()
 
+    async def ReportPlanSwitch(self, request, context):
+        try:
+            share = request.share
+            self.core.report_plan_switch(
+                _metadata(context, "x-app-token"),
+                request.job_id,
+                at_s=request.at_s,
+                from_plan=request.from_plan,
+                to_plan=request.to_plan,
+                vcores=share.vcores,
+                memory_mb=share.memory_mb,
+                cancelled=request.cancelled_stages,
+                reused=request.reused_stages,
+            )
+        except RequestError as err:
+            await _abort(context, err, self.core)
+        return pb.PlanSwitchAck()
+
 
 class AdminService(rpc.AdminServicer):
     def __init__(self, core: ArbiterCore) -> None:

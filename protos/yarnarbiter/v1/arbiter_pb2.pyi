@@ -331,6 +331,28 @@ class UnregisterQueryResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class PlanSwitchReport(_message.Message):
+    __slots__ = ("job_id", "at_s", "from_plan", "to_plan", "share", "cancelled_stages", "reused_stages")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_S_FIELD_NUMBER: _ClassVar[int]
+    FROM_PLAN_FIELD_NUMBER: _ClassVar[int]
+    TO_PLAN_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_STAGES_FIELD_NUMBER: _ClassVar[int]
+    REUSED_STAGES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    at_s: float
+    from_plan: str
+    to_plan: str
+    share: ResourceVector
+    cancelled_stages: _containers.RepeatedScalarFieldContainer[str]
+    reused_stages: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., at_s: _Optional[float] = ..., from_plan: _Optional[str] = ..., to_plan: _Optional[str] = ..., share: _Optional[_Union[ResourceVector, _Mapping]] = ..., cancelled_stages: _Optional[_Iterable[str]] = ..., reused_stages: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PlanSwitchAck(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ClusterStateRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
