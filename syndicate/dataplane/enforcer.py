@@ -259,12 +259,16 @@ class Enforcer:
             except BaseException as exc:
                 if not run.future.done():
                     run.future.set_exception(exc)
+                with self._cv:
+                    self._cv.notify_all()
                 if isinstance(exc, MeshClosed):
                     return
                 continue
             run.left -= 1
             if run.left == 0:
                 run.future.set_result(run.result())  # REPACK
+                with self._cv:  # FIFO issues the next comm-op when this one is done
+                    self._cv.notify_all()
 
     def _timed(self, run: _OpRun, m: Motif, seconds: float) -> None:
         opt = self._iter_plan[run.k].options[run.op.name]
@@ -282,7 +286,7 @@ class Enforcer:
                 if t.dst == r:
                     local[(t.lo, t.hi)] = data.copy()
                 else:
-                    self.mesh.send(t.dst, f"{run.k}/{m.id}/{rnd}/{t.lo}", data)
+                    self.mesh.send(t.dst, f"{run.k}/{m.id}/{rnd}/{t.lo}", data, m.channel)
             for t in recvs:
                 data = (
                     local[(t.lo, t.hi)]

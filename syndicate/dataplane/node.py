@@ -7,7 +7,8 @@ plan to run, "computes" (a sleep with seeded jitter), submits the job's comm-ops
 order (or, with ``permute``, in a rank-specific shuffled order once a plan is installed: the
 enforcer must still issue identically), checks every result against the reference collective
 computed from all ranks' seeded inputs (integers exact, floats within 1e-6), and reports its
-issue log, its plan version per iteration and the busy-wait per iteration.
+issue log, its plan version per iteration and the busy-wait per iteration. With ``rates`` its
+channels are paced (:mod:`syndicate.dataplane.pacing`).
 
 Control messages are JSON lines: ``prepare {version, plan, sha256}`` -> ``vote {version, yes,
 iter}``; ``commit {version, activate_at}``; ``abort {version}``; ``status`` -> ``{iter}``;
@@ -45,6 +46,7 @@ class RankConfig:
     permute: bool = False
     seed: int = 0
     floats: bool = False
+    rates: Mapping[str, float] | None = None  # channel -> bytes/s (None: loopback speed)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -151,7 +153,7 @@ def run_rank(rank: int, ports: Sequence[int], ctl_port: int, cfg_dict: dict, out
     n = len(ports)
     listener = socket.create_server(("127.0.0.1", ctl_port))
     box: list[Enforcer] = []
-    mesh = Mesh(rank, ports, on_ctl=_on_ctl(box))
+    mesh = Mesh(rank, ports, on_ctl=_on_ctl(box), rates=cfg.rates)
     enf = Enforcer(rank, mesh, cfg.ops, fifo_plan(cfg.ops))
     box.append(enf)
     done = threading.Event()
