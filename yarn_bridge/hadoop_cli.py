@@ -118,8 +118,9 @@ def add_parsers(sub: Any) -> None:
                    help="NodeManager liveness expiry (default YARN's 600000; tests lower "
                    "it)")  # fmt: skip
     p.add_argument("--kerberos", action="store_true",
-                   help="secure mode: a MiniKdc realm (EXAMPLE.COM), Kerberos RPC and SPNEGO on "
-                   "the RM's and NMs' web servers; prints the client principal and keytab")  # fmt: skip
+                   help="secure mode: a MiniKdc realm (EXAMPLE.COM), Kerberos RPC and SPNEGO "
+                   "on the RM's and NMs' web servers; prints the client principal and "
+                   "keytab")  # fmt: skip
     p.add_argument("--kerberos-user", metavar="NAME",
                    help="with --kerberos: the client principal NAME@EXAMPLE.COM (default: the "
                    "login name)")  # fmt: skip

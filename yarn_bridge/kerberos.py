@@ -132,14 +132,14 @@ class KeytabLogin:
 
 
 def _reason(exc: Exception) -> str:
-    """GSSAPI's message without its numeric codes: the minor (Kerberos) one says the most."""
-    minor = getattr(exc, "gen_message", None)
+    """GSSAPI's message without its numeric codes; the minor (Kerberos) part says the most.
+
+    >>> _reason(Exception("Major (851968): Unspecified GSS failure.  Minor code may provide "
+    ...                   "more information, Minor (2529639068): Cannot contact any KDC for realm "
+    ...                   "'EXAMPLE.COM'"))
+    "Cannot contact any KDC for realm 'EXAMPLE.COM'"
+    """
     text = str(exc)
-    if callable(minor):
-        try:
-            text = minor()
-        except Exception:  # noqa: BLE001 (keep the plain text)
-            pass
     parts = [p.split(":", 1)[-1].strip() for p in text.split(", Minor")]
     for part in reversed(parts):
         if part and "Unspecified GSS failure" not in part:

@@ -20,7 +20,9 @@ sent to the active RM of an HA pair, with retries, auth and error mapping
   503): after a read timeout or a cut connection the RM may have accepted it.
 * **Auth**: ``user=`` adds Hadoop simple auth's ``user.name`` query parameter; the RM's
   ``hadoop.auth`` cookie is kept by the httpx client. ``auth=`` is an :data:`AuthHook`
-  ``(method, url) -> headers`` called for every attempt (SPNEGO).
+  ``(method, url) -> headers`` called for every attempt (SPNEGO, :mod:`yarn_bridge.kerberos`).
+  A 401 with ``WWW-Authenticate: Negotiate`` says the RM wants Kerberos, and whether the client
+  sent none or was refused.
 * **Errors**: a 4xx (or a 5xx other than 502/503/504) becomes an
   :class:`~yarn_bridge.rm.errors.RMHTTPError` subclass carrying Hadoop's ``RemoteException``;
   undecodable JSON an :class:`~yarn_bridge.rm.errors.RMResponseError`. Malformed answers are not
@@ -308,6 +310,12 @@ class RMTransport:
         message, exception = _error_message(resp)
         status = resp.status_code
         detail = f"HTTP {status}" + (f" {exception}" if exception else "") + f": {message}"
+        if status == 401 and "negotiate" in resp.headers.get("www-authenticate", "").lower():
+            detail = "HTTP 401: the RM requires Kerberos (SPNEGO) " + (
+                "and no credentials were given: log in with --principal and --keytab"
+                if self.auth is None
+                else "and refused this client's Negotiate token"
+            )
         kind: type[RMHTTPError]
         if status == 400:
             kind = RMBadRequest
