@@ -22,8 +22,9 @@ Spec: ``../shared/spec/yarn-hive-integration.md`` §1.1 (a Kerberos cluster puts
 * **Errors** are :class:`~yarn_bridge.rm.RMAuthError` (an :class:`~yarn_bridge.rm.RMError`: the
   watcher's poll fails and changes nothing, ``submit`` prints it) naming the principal, the
   keytab and GSSAPI's own reason ("Cannot contact any KDC for realm", "Preauthentication
-  failed", "No key table entry found"); a missing or unreadable keytab is a ``ValueError`` at
-  start, before any request.
+  failed"); a missing or unreadable keytab, or one without the principal's keys
+  (:mod:`yarn_bridge.keytab`: MIT would only say "No credentials cache found"), is a
+  ``ValueError`` at start, before any request.
 
 Decisions: the ``gssapi`` package (MIT's C library underneath, as ``kinit`` and curl use) rather
 than a pure-Python Kerberos; it is the optional ``[kerberos]`` extra (building it needs
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from yarn_bridge.keytab import keytab_principals
 from yarn_bridge.rm import AuthHook, RMAuthError
 
 __all__ = ["KeytabLogin", "kerberos_hook", "spnego_hook"]
@@ -72,9 +74,14 @@ class KeytabLogin:
         if not path.is_file():
             raise ValueError(f"keytab {path}: no such file")
         try:
-            path.read_bytes()[:2]
+            held = keytab_principals(path.read_bytes())
         except OSError as exc:
             raise ValueError(f"keytab {path}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise ValueError(f"keytab {path}: {exc}") from None
+        if not _holds(held, principal.strip()):
+            raise ValueError(f"keytab {path} has no key for {principal.strip()} (it holds "
+                             f"{', '.join(held) or 'no entries'})")  # fmt: skip
         if krb5_conf is not None:
             conf = Path(krb5_conf).expanduser()
             if not conf.is_file():
@@ -129,6 +136,17 @@ class KeytabLogin:
         """Log in now (a clear error at start rather than at the first request); the name the
         KDC confirmed."""
         return str(self.credentials().name)
+
+
+def _holds(held: list[str], principal: str) -> bool:
+    """Whether a keytab's principals include ``principal`` (without a realm: any realm).
+
+    >>> _holds(["alice@EXAMPLE.COM"], "alice"), _holds(["alice@EXAMPLE.COM"], "bob@EXAMPLE.COM")
+    (True, False)
+    """
+    if "@" in principal:
+        return principal in held
+    return any(p.rsplit("@", 1)[0] == principal for p in held)
 
 
 def _reason(exc: Exception) -> str:

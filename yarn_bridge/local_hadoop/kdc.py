@@ -33,12 +33,12 @@ launcher is Hadoop's documented standalone mode); the keytab split in Python rat
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from yarn_bridge.keytab import keytab_subset
 from yarn_bridge.local_hadoop.common import HADOOP_VERSION, REPO
 from yarn_bridge.local_hadoop.jars import fetch_jars, jar_cache_dir
 
@@ -53,8 +53,6 @@ __all__ = [
     "ensure_minikdc_jars",
     "kdc_args",
     "kdc_files",
-    "keytab_principals",
-    "keytab_subset",
     "krb5_conf",
     "split_keytabs",
 ]
@@ -167,50 +165,6 @@ def krb5_conf(realm: str, port: int) -> str:
     localhost = {realm}
     127.0.0.1 = {realm}
 """
-
-
-# -- keytabs (MIT keytab format version 0x0502) -------------------------------------------------
-
-
-def _entries(data: bytes) -> Iterable[tuple[str, bytes]]:
-    """``(principal, raw record with its length prefix)`` of each entry of a keytab."""
-    if data[:2] != b"\x05\x02":
-        raise ValueError("not a version 0x0502 keytab")
-    pos = 2
-    while pos + 4 <= len(data):
-        (size,) = struct.unpack_from(">i", data, pos)
-        record = data[pos : pos + 4 + abs(size)]
-        pos += 4 + abs(size)
-        if size <= 0:  # a hole left by a deleted entry
-            continue
-        body = record[4:]
-        if len(body) < size:
-            raise ValueError("truncated keytab entry")
-        (n,) = struct.unpack_from(">H", body, 0)
-        off = 2
-        parts: list[str] = []
-        for _ in range(n + 1):  # the realm, then the components
-            (length,) = struct.unpack_from(">H", body, off)
-            parts.append(body[off + 2 : off + 2 + length].decode())
-            off += 2 + length
-        realm, comps = parts[0], parts[1:]
-        yield "/".join(comps) + "@" + realm, record
-
-
-def keytab_principals(data: bytes) -> list[str]:
-    """The principals of a keytab, each once, in file order."""
-    return list(dict.fromkeys(p for p, _ in _entries(data)))
-
-
-def keytab_subset(data: bytes, principals: Iterable[str]) -> bytes:
-    """A keytab with only the entries (every key type) of ``principals``. ``ValueError`` if one
-    of them has no entry."""
-    want = set(principals)
-    entries = list(_entries(data))
-    missing = want - {p for p, _ in entries}
-    if missing:
-        raise ValueError(f"no keytab entry for {', '.join(sorted(missing))}")
-    return b"\x05\x02" + b"".join(rec for p, rec in entries if p in want)
 
 
 def split_keytabs(files: KdcFiles, port: int) -> None:
