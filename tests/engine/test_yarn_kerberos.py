@@ -151,7 +151,8 @@ def test_a_wrong_keytab_or_a_dead_kdc_is_a_clear_error(secured: Secured, tmp_pat
     # (1) a keytab without alice's keys (the daemons')
     out = _cli("app", "--rm-url", secured.rm_url, *secured.login_args(str(service)), "list")
     assert out.returncode == 1
-    assert f"{service} has no key for alice@EXAMPLE.COM (it holds rm/localhost@" in out.stderr
+    assert f"{service} has no key for alice@EXAMPLE.COM (it holds " in out.stderr
+    assert "rm/localhost@EXAMPLE.COM" in out.stderr
     # (2) alice's entries with other keys: the KDC refuses the pre-authentication
     wrong = tmp_path / "stale.keytab"
     wrong.write_bytes(_other_keys(data))
