@@ -22,7 +22,16 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
 
-$(STAMP): setup.cfg pyproject.toml
+# MIT Kerberos's headers and krb5-config: pip builds the gssapi package (the [kerberos] extra,
+# in [test]) from source against them; the Kerberized local YARN's tests use it
+# (tests/engine/test_yarn_kerberos.py). Installed with apt when missing, like chromium.
+KRB5_DEV := /usr/bin/krb5-config
+
+$(KRB5_DEV):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libkrb5-dev
+
+$(STAMP): setup.cfg pyproject.toml | $(KRB5_DEV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -198,7 +198,8 @@ def auth_hook(
     given = [flag for flag, v in (("--rm-auth-header-command", command), ("--rm-auth-hook", spec),
                                   ("--principal/--keytab", principal or keytab)) if v]  # fmt: skip
     if len(given) > 1:
-        raise ValueError(f"give one of {', '.join(given)}, not several")
+        raise ValueError(f"give one of {' and '.join(given)}, "
+                         f"{'not both' if len(given) == 2 else 'not all'}")  # fmt: skip
     if principal or keytab:
         from yarn_bridge.kerberos import kerberos_hook
 

@@ -18,11 +18,11 @@ __all__ = ["keytab_principals", "keytab_subset"]
 
 def _entries(data: bytes) -> Iterable[tuple[str, bytes]]:
     """``(principal, raw record with its length prefix)`` of each entry of a keytab."""
+    if len(data) < 2:
+        raise ValueError("not a keytab (too short)")
     if data[:2] != b"\x05\x02":
         raise ValueError("not a version 0x0502 keytab")
     pos = 2
-    if len(data) < 2:
-        raise ValueError("not a keytab (too short)")
     while pos + 4 <= len(data):
         (size,) = struct.unpack_from(">i", data, pos)
         record = data[pos : pos + 4 + abs(size)]

@@ -68,9 +68,10 @@ def _one_auth(values: Mapping[str, Any]) -> None:
              (KRB_KEYTAB, kerberos))  # fmt: skip
     given = [key for key, v in pairs if v]
     if len(given) > 1:
+        how = "not both" if len(given) == 2 else "not all"
         raise ConfigError(
-            f"{' and '.join(given)} are all set: give one of --rm-auth-header-command, "
-            "--rm-auth-hook or --principal/--keytab"
+            f"{' and '.join(given)} are set: give one of --rm-auth-header-command, "
+            f"--rm-auth-hook or --principal/--keytab, {how}"
         )
     # A principal without a keytab (or the reverse) fails when the hook is built
     # (yarn_bridge.kerberos.kerberos_hook): flags are applied one by one, each checked.
