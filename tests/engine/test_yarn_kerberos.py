@@ -16,7 +16,7 @@ import os
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,12 +108,28 @@ def test_the_rest_api_wants_spnego(secured: Secured) -> None:
 
 
 def test_a_keytab_login_reads_the_cluster_and_its_apps(secured: Secured) -> None:
-    with secured.rm() as rm:
+    st = secured.state
+    hook = kerberos_hook(st.principal, st.keytab, st.krb5_conf)
+    assert hook is not None
+    tokens: list[str] = []
+
+    def counting(method: str, url: str) -> Mapping[str, str]:
+        tokens.append(url)
+        return hook(method, url)
+
+    with RMClient(secured.rm_url, auth=counting) as rm:
         info = rm.cluster_info()
         assert info.state == "STARTED" and info.ha_state == "ACTIVE"
         nodes = rm.nodes()
         assert len(nodes) == 2 and {n.state for n in nodes} == {"RUNNING"}
         assert isinstance(rm.apps(), list)
+        # one SPNEGO exchange; then the RM's signed hadoop.auth cookie carries the login
+        assert len(tokens) == 1
+        # a cookie the RM does not accept (expired, forged) costs one new exchange, no error
+        rm._http.cookies.clear()
+        rm._http.cookies.set("hadoop.auth", '"u=alice&p=alice@EXAMPLE.COM&t=kerberos&e=1&s=x"',
+                             domain="127.0.0.1")  # fmt: skip
+        assert len(rm.nodes()) == 2 and len(tokens) == 2
     out = _cli("app", "--rm-url", secured.rm_url, *secured.login_args(), "list", "--all")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].split()[:3] == ["application", "name", "user"]
