@@ -241,11 +241,18 @@ class LocalHadoop:
         conf = self.workdir / "etc" / "kdc"
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "log4j.properties").write_text(LOG4J)
+        log = self.workdir / "logs" / "kdc.log"
+        seen = log.stat().st_size if log.exists() else 0  # the log of an earlier start stays
         d = self._spawn("kdc", KDC_CLASS, java, jars, conf, env, heap_mb=128, args=args,
                         home=False)  # fmt: skip
         progress(f"MiniKdc starting (realm EXAMPLE.COM on 127.0.0.1:{port}) ...")
-        _wait(lambda: READY_LINE in Path(d.log).read_text(errors="replace")
-              and files.all_keytab.exists(), 60, "MiniKdc to create its principals", d)  # fmt: skip
+
+        def ready() -> bool:  # MiniKdc prints the line after it wrote the keytab
+            with open(log, "rb") as f:
+                f.seek(seen)
+                return READY_LINE.encode() in f.read()
+
+        _wait(ready, 60, "MiniKdc to create its principals", d)
         split_keytabs(files, port)
         secret = http_secret_file(files)
         secret.write_text(os.urandom(24).hex())
