@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-# The Java parts: Hadoop's, ZooKeeper's and Hive's jars (Maven Central, once, into shared caches),
-# the lease ApplicationMaster jar (java/am) and the Hive hooks jar (java/hive-hooks). All need
-# Java 17 and Maven.
+# The Java parts: Hadoop's, ZooKeeper's, MiniKdc's and Hive's jars (Maven Central, once, into
+# shared caches), the lease ApplicationMaster jar (java/am) and the Hive hooks jar
+# (java/hive-hooks). All need Java 17 and Maven.
 JARS   := $(VENV)/.jars
 AM_SRC := $(wildcard java/am/src/main/java/org/yarnarbiter/am/*.java)
 HOOKS_SRC := $(wildcard java/hive-hooks/src/main/java/org/yarnarbiter/hive/*.java)
@@ -37,8 +37,8 @@ $(STAMP): setup.cfg pyproject.toml | $(KRB5_DEV)
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-$(JARS): $(STAMP) java/runtime/pom.xml java/am/pom.xml $(AM_SRC) java/hive-runtime/pom.xml \
-		java/hive-hooks/pom.xml $(HOOKS_SRC)
+$(JARS): $(STAMP) java/runtime/pom.xml java/minikdc/pom.xml java/am/pom.xml $(AM_SRC) \
+		java/hive-runtime/pom.xml java/hive-hooks/pom.xml $(HOOKS_SRC)
 	$(BIN)/yarn-arbiter hadoop jars
 	mvn -B -q -f java/am/pom.xml package -DskipTests
 	mvn -B -q -f java/hive-hooks/pom.xml package
