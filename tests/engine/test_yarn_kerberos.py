@@ -27,7 +27,7 @@ from support.yarn import KNOBS, Arbiter
 
 from yarn_bridge.kerberos import KeytabLogin, kerberos_hook
 from yarn_bridge.keytab import keytab_principals, keytab_subset
-from yarn_bridge.local_hadoop import ClusterState, LocalHadoop, LocalHadoopSpec, PortPool
+from yarn_bridge.local_hadoop import ClusterState, LocalHadoop, PortPool
 from yarn_bridge.local_hadoop.kdc import krb5_conf
 from yarn_bridge.rm import RMAuthError, RMClient
 
@@ -58,21 +58,29 @@ class Secured:
                 "HADOOP_CONF_DIR": self.state.client_conf}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    workdir = tmp_path_factory.mktemp("yarn-krb")
-    local = LocalHadoop(workdir)
-    try:
-        state = local.up(LocalHadoopSpec(workdir, kerberos=True, kerberos_user=USER))
-        yield Secured(local, state)
-    finally:
-        local.down()
-
-
 def _cli(*args: str, env: dict[str, str] | None = None,
          timeout: float = 120) -> subprocess.CompletedProcess:  # fmt: skip
     return subprocess.run([sys.executable, "-m", "yarn_arbiter.cli", *args], env=env,
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    """``yarn-arbiter hadoop up --kerberos`` (the command an operator runs), 2 NodeManagers."""
+    workdir = tmp_path_factory.mktemp("yarn-krb")
+    local = LocalHadoop(workdir)
+    try:
+        out = _cli("hadoop", "up", "--workdir", str(workdir), "--kerberos", "--kerberos-user",
+                   USER, timeout=300)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        state = local.state()
+        assert state is not None and out.stdout.strip().splitlines()[-1] == state.rm_url
+        assert (f"export KRB5_CONFIG={state.krb5_conf}; clients log in with --principal "
+                f"{USER}@EXAMPLE.COM --keytab {state.keytab}") in out.stderr  # fmt: skip
+        assert {d.name for d in state.daemons} == {"kdc", "rm1", "nm1", "nm2"}
+        yield Secured(local, state)
+    finally:
+        local.down()
 
 
 def _other_keys(keytab: bytes) -> bytes:
