@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from arbiter.auction.cycles import _certified, _CycleMarket
 from arbiter.auction.formulation import _App, _components, _cost
 from arbiter.auction.model import Solver
 from arbiter.auction.solve import (
@@ -124,7 +125,9 @@ def _pf_and_payments(
         for k, comp in enumerate(comps)
     }
     # naive=True is the straightforward formulation whatever the solver: plain MILPs.
-    market_type = _CliqueMarket if solver == Solver.CLIQUES and not naive else _Market
+    market_type = {Solver.CLIQUES: _CliqueMarket, Solver.CYCLES: _CycleMarket}.get(solver, _Market)
+    market_type = _Market if naive else market_type
+    newer = solver in (Solver.CLIQUES, Solver.CYCLES)
     markets = {k: market_type(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
     # Phase 1: the proportional-fair allocation of every component.
     lost: dict[int, frozenset[int]] = {}
@@ -145,6 +148,9 @@ def _pf_and_payments(
     # Phase 2: c_i, solving the market without i only where it can differ.
     todo: list[tuple[int, int, dict[int, int]]] = []
     for k, comp in enumerate(comps):
+        # Solver.CYCLES: Lagrangian bounds of every market without one app, from one LP's
+        # duals (arbiter.auction.cycles), computed when a cheap test below does not settle c_i.
+        bounds: dict[int, float] | None = None
         users: dict[int, set[int]] = {}
         for a in comp:
             if a not in lost[k]:
@@ -162,13 +168,23 @@ def _pf_and_payments(
             ):
                 c[i] = 1.0
                 without[i] = -_cost(apps, kept)
-            else:
-                todo.append((k, i, kept))
+                continue
+            market = markets.get(k)
+            if not naive and isinstance(market, _CycleMarket):
+                if bounds is None:
+                    served = [a for a in comp if a not in lost[k]]
+                    starving = frozenset(a for a in served if apps[a].starving)
+                    bounds = market.lagrangian_bounds(served, starving)
+                if _certified(apps, bounds, i, kept, payment_gap):
+                    c[i] = 1.0
+                    without[i] = -_cost(apps, kept)
+                    continue
+            todo.append((k, i, kept))
     stopped = 0
     # Without a time budget the ``-i`` solves the warm LP cannot finish go to HiGHS's MILP on
     # worker threads (HiGHS releases the GIL), while this thread goes on with the next solves.
     # (Solver.PAIRS, the previous solver, stays sequential.)
-    concurrent = solver == Solver.CLIQUES and time_budget is None and not naive and _WORKERS > 1
+    concurrent = newer and time_budget is None and not naive and _WORKERS > 1
     pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
     opts: list[dict[int, int] | Future[dict[int, int]]] = []
     try:
@@ -198,7 +214,7 @@ def _pf_and_payments(
                     gap=payment_gap,
                     defer=concurrent,
                     # A MILP fallback starts from the others' local moves into i's GPUs.
-                    improve=(lambda h: _reassign(apps, h)) if solver == Solver.CLIQUES else None,
+                    improve=(lambda h: _reassign(apps, h)) if newer else None,
                 )
                 if isinstance(found, dict):
                     opt = found
