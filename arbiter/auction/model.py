@@ -38,8 +38,8 @@ class Solver(StrEnum):
 
     CLIQUES = "cliques"  # maximal cliques of the conflict graph (the default)
     PAIRS = "pairs"  # one row against the rows of one other app (previous)
-    # cliques and odd cycles, -i solves settled by the PF LP's duals (arbiter.auction.cycles)
-    CYCLES = "cycles"
+    # CLIQUES, and c_i = 1 certified by the PF LP's duals (arbiter.auction.certify)
+    DUALS = "duals"
 
 
 @dataclass(frozen=True)

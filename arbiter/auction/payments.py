@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from arbiter.auction.cycles import _certified, _CycleMarket
+from arbiter.auction.certify import _certified, _DualMarket, _serve_first
 from arbiter.auction.formulation import _App, _components, _cost
 from arbiter.auction.model import Solver
 from arbiter.auction.solve import (
@@ -125,9 +125,9 @@ def _pf_and_payments(
         for k, comp in enumerate(comps)
     }
     # naive=True is the straightforward formulation whatever the solver: plain MILPs.
-    market_type = {Solver.CLIQUES: _CliqueMarket, Solver.CYCLES: _CycleMarket}.get(solver, _Market)
+    market_type = {Solver.CLIQUES: _CliqueMarket, Solver.DUALS: _DualMarket}.get(solver, _Market)
     market_type = _Market if naive else market_type
-    newer = solver in (Solver.CLIQUES, Solver.CYCLES)
+    newer = solver in (Solver.CLIQUES, Solver.DUALS)
     markets = {k: market_type(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
     # Phase 1: the proportional-fair allocation of every component.
     lost: dict[int, frozenset[int]] = {}
@@ -141,14 +141,25 @@ def _pf_and_payments(
                 market.deadline = _slice(pf_end, left, clock)
                 left -= 1
             hint = _greedy(apps, comp) if market and time_budget is not None else None
-            pf = _optimum(apps, comp, market, frozenset(), hint=hint)
+            served: frozenset[int] = frozenset()
+            if isinstance(market, _DualMarket):
+                # Solver.DUALS: when local moves from the greedy allocation serve every
+                # starving app, every optimum does (Gap 2), so the PF may require it.
+                hint = min(
+                    _reassign(apps, hint or _greedy(apps, comp)),
+                    _reassign(apps, _serve_first(apps, comp)),
+                    key=lambda choice: _cost(apps, choice),
+                )
+                starving = frozenset(a for a in comp if apps[a].starving)
+                served = starving if all(hint[a] for a in starving) else frozenset()
+            pf = _optimum(apps, comp, market, frozenset(), hint=hint, required=served)
         choice.update(pf)
         lost[k] = frozenset(a for a in comp if apps[a].starving and pf[a] == 0)
         comp_value[tuple(comp)] = -_cost(apps, {a: pf[a] for a in comp if a not in lost[k]})
     # Phase 2: c_i, solving the market without i only where it can differ.
     todo: list[tuple[int, int, dict[int, int]]] = []
     for k, comp in enumerate(comps):
-        # Solver.CYCLES: Lagrangian bounds of every market without one app, from one LP's
+        # Solver.DUALS: Lagrangian bounds of every market without one app, from one LP's
         # duals (arbiter.auction.cycles), computed when a cheap test below does not settle c_i.
         bounds: dict[int, float] | None = None
         users: dict[int, set[int]] = {}
@@ -170,11 +181,11 @@ def _pf_and_payments(
                 without[i] = -_cost(apps, kept)
                 continue
             market = markets.get(k)
-            if not naive and isinstance(market, _CycleMarket):
+            if not naive and isinstance(market, _DualMarket):
                 if bounds is None:
-                    served = [a for a in comp if a not in lost[k]]
-                    starving = frozenset(a for a in served if apps[a].starving)
-                    bounds = market.lagrangian_bounds(served, starving)
+                    in_market = [a for a in comp if a not in lost[k]]
+                    starving = frozenset(a for a in in_market if apps[a].starving)
+                    bounds = market.lagrangian_bounds(in_market, starving)
                 if _certified(apps, bounds, i, kept, payment_gap):
                     c[i] = 1.0
                     without[i] = -_cost(apps, kept)
