@@ -23,8 +23,9 @@ accuracy.
 maximises the number of apps with finite ρ; if a greedy allocation (improved by local moves)
 already serves every starving app, every optimum does, so their empty rows are fixed to 0 in
 the PF solve (``required``, as in the ``-i`` solves) and that allocation is its incumbent. This
-keeps the lexicographic weight of ρ = ∞ out of the PF's LP and lets the MILP fallback fix
-columns by reduced cost (measured on instance 26000: the PF MILP ... ).
+keeps the lexicographic weight of ρ = ∞ out of the PF's LP, and its MILP fallback (if any)
+starts from that incumbent. A greedy allocation that misses a starving app changes nothing
+(no requirement; the exact lexicographic solve runs as before).
 """
 
 from __future__ import annotations

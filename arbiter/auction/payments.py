@@ -8,7 +8,9 @@ Removing app i only changes its own conflict component, and c_i = 1 with no solv
 is empty, when no other app has a row touching G_i,pf, or when every other app already holds
 its best row. Each ``-i`` solve starts from the PF rows of the others as incumbent and requires
 the starving apps the PF served (spec B.5 Gap 2). Without a time budget, the ``-i`` solves
-that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``).
+that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``
+and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can:
+:mod:`arbiter.auction.certify`).
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def _pf_and_payments(
     time_budget: float | None = None,
     *,
     clock: Callable[[], float],
-    solver: Solver = Solver.CLIQUES,
+    solver: Solver = Solver.DUALS,
 ) -> tuple[dict[int, int], dict[int, float], dict[int, float], int, int]:
     """PF choice (app -> row) and c_i for every app; also the number of MILP solves and of
     solves stopped by ``time_budget`` (seconds on ``clock``; None = every solve to its gap).
