@@ -31,7 +31,8 @@ starts from that incumbent. A greedy allocation that misses a starving app chang
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import highspy
 import numpy as np
@@ -39,10 +40,32 @@ import numpy as np
 from arbiter.auction.formulation import _App, _cost
 from arbiter.auction.solve import _CliqueMarket
 
+# LP branch-and-bound nodes of a ``-i`` solve once the PF needed the MILP (the root only).
+_TAIL_NODES = 1
+
 
 class _DualMarket(_CliqueMarket):
     """:class:`_CliqueMarket` that also bounds every market without one app
-    (``Solver.DUALS``, see the module docstring)."""
+    (``Solver.DUALS``, see the module docstring).
+
+    When the PF solve itself needs HiGHS's MILP (its LP keeps a gap that no clique cut
+    closes: the benchmark's tail), the ``-i`` solves skip the LP branch and bound after their
+    root (``_TAIL_NODES``): on those markets it almost never finishes within its node limit
+    and cost a third of the time before the MILP ran anyway (full-grid instances 26000, 26031,
+    26037: each PF needed the MILP, and 32-42 of their ``-i`` solves did; on 6 instances
+    whose PF did not, 0-4 did).
+    """
+
+    def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
+        super().__init__(apps, members, clock)
+        self.solves = 0
+
+    def solve_or_defer(self, *args: Any, **kwargs: Any) -> Any:
+        found = super().solve_or_defer(*args, **kwargs)
+        self.solves += 1
+        if self.solves == 1 and self.milp_solves:
+            self.node_limit = _TAIL_NODES
+        return found
 
     def lagrangian_bounds(self, market: list[int], required: frozenset[int]) -> dict[int, float]:
         """``L_i`` (module docstring) for each i of ``market`` (the apps of this component
