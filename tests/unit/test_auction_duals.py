@@ -25,8 +25,8 @@ from arbiter.auction import (
     brute_force_pf,
     partial_allocation,
 )
-from arbiter.auction.certify import _certified, _DualMarket, _serve_first
-from arbiter.auction.formulation import _cost, _prepare
+from arbiter.auction.certify import _TAIL_NODES, _certified, _DualMarket, _serve_first
+from arbiter.auction.formulation import _components, _cost, _prepare
 from arbiter.cluster import load_cluster
 from arbiter.synthetic import random_instance
 
@@ -199,3 +199,21 @@ def test_certificates_settle_most_payments_at_64_x_256() -> None:
             )
     assert settled >= len(served) // 2
     agree(partial_allocation(bids, offered, solver=Solver.DUALS), reference)
+
+
+@pytest.mark.parametrize("seed", [9000, 9004, 9016])
+def test_tail_markets_skip_branch_and_bound_and_stay_exact(seed: int) -> None:
+    """Full-grid 16 x 16 x 8 instances whose PF needs HiGHS's MILP: the market switches its
+    ``-i`` solves to root LP then MILP, and the answers still agree with the clique solver
+    and the naive formulation."""
+    bids, offered = random_instance(CLUSTER, 16, 16, 8, seed=seed)
+    apps = _prepare(bids, offered)
+    comp = max(_components(apps), key=len)
+    market = _DualMarket(apps, comp, time.monotonic)
+    market.solve()
+    assert market.milp_solves == 1
+    assert market.node_limit == _TAIL_NODES < _DualMarket.node_limit
+    ours = partial_allocation(bids, offered, solver=Solver.DUALS)
+    assert ours.solves > 1  # -i solves went to the MILP too
+    agree(ours, partial_allocation(bids, offered, solver=Solver.CLIQUES))
+    agree(ours, partial_allocation(bids, offered, naive=True))
