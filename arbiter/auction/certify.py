@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import highspy
 import numpy as np
 
 from arbiter.auction.formulation import _App, _cost
-from arbiter.auction.solve import _CliqueMarket
+from arbiter.auction.solve import _EXACT_GAP, _CliqueMarket
 
 # LP branch-and-bound nodes of a ``-i`` solve once the PF needed the MILP (the root only).
 _TAIL_NODES = 1
@@ -60,8 +59,15 @@ class _DualMarket(_CliqueMarket):
         super().__init__(apps, members, clock)
         self.solves = 0
 
-    def solve_or_defer(self, *args: Any, **kwargs: Any) -> Any:
-        found = super().solve_or_defer(*args, **kwargs)
+    def solve_or_defer(
+        self,
+        excluded: frozenset[int] = frozenset(),
+        hint: Mapping[int, int] | None = None,
+        required: frozenset[int] = frozenset(),
+        gap: float = _EXACT_GAP,
+        improve: Callable[[Mapping[int, int]], dict[int, int]] | None = None,
+    ) -> dict[int, int] | Callable[[], dict[int, int]]:
+        found = super().solve_or_defer(excluded, hint, required, gap, improve)
         self.solves += 1
         if self.solves == 1 and self.milp_solves:
             self.node_limit = _TAIL_NODES
