@@ -116,6 +116,7 @@ class ZooKeeperJournal:
         self._leases: list[Lease] = []  # the committed leases, for remove_app's rewrite
         self._round = 0
         self.last_request_bytes = 0
+        self.fenced = False  # set by the first write refused for a newer epoch
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -146,6 +147,7 @@ class ZooKeeperJournal:
                 tx.delete(path)
         results = self._zk(tx.commit)
         if results and isinstance(results[0], BadVersionError | NoNodeError):
+            self.fenced = True
             raise Fenced(
                 f"journal {self.path}: fenced: the leader epoch is no longer {self.epoch} "
                 "(another arbiter is active); nothing written"
