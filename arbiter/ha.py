@@ -169,14 +169,20 @@ class StandbyServer:
             class Handler(BaseHTTPRequestHandler):
                 def do_GET(self) -> None:
                     st = status()
-                    path = self.path.split("?")[0]
-                    if path in ("/healthz", "/readyz"):
+                    path, _, query = self.path.partition("?")
+                    detail = st["checks"]["ha"]["detail"]
+                    kind = "text/plain; charset=utf-8"
+                    if path in ("/healthz", "/readyz"):  # as arbiter.metrics answers them
                         ok = st["healthy"] if path == "/healthz" else st["ready"]
-                        code, body = (200 if ok else 503), json.dumps(st).encode()
+                        code = 200 if ok else 503
+                        if "format=json" in query:
+                            body, kind = json.dumps(st).encode(), "application/json"
+                        else:
+                            body = f"{'ok' if ok else 'not ready'}: {detail}\n".encode()
                     else:
-                        code, body = 503, (st["checks"]["ha"]["detail"] + "\n").encode()
+                        code, body = 503, f"{detail}\n".encode()
                     self.send_response(code)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", kind)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
@@ -307,6 +313,7 @@ class HaArbiter:
     ) -> StandbyServer | None:
         """Wait for the lock as a standby; once held, serve as the active until trouble."""
         lock = client.Lock(f"{self.s.root}/election", self.name)
+        self._active = _holder(lock.contenders())
         while not (done.is_set() or trouble.is_set()):
             try:
                 if lock.acquire(timeout=1.0):
