@@ -212,9 +212,13 @@ class Agent:
         return True
 
     def _channel(self) -> grpc.Channel:
+        # A connection of its own per channel: gRPC otherwise shares connections, and their
+        # reconnect backoff (up to 2 minutes), between a process's channels to one address, and
+        # an arbiter that just came back (a failover, a restart) would look refused for that long.
+        options = [("grpc.use_local_subchannel_pool", 1)]
         if self.credentials is not None:
-            return grpc.secure_channel(self.target, self.credentials)
-        return grpc.insecure_channel(self.target)
+            return grpc.secure_channel(self.target, self.credentials, options=options)
+        return grpc.insecure_channel(self.target, options=options)
 
     def register(self) -> str:
         """RegisterApp (once), trying each arbiter address in turn while they answer

@@ -178,3 +178,67 @@ def roles(arbiters: list[ArbiterProcess]) -> dict[str, str | None]:
 
 def dump(arbiters: list[ArbiterProcess]) -> str:
     return json.dumps({a.ha_id: a.tail() for a in arbiters}, indent=1)
+
+
+# -- clients of the pair (Admin reads, lease-bidding Agents) -----------------------------------
+
+
+def admin_call(address: str, token: str, method: str, request: object) -> object | None:
+    """One Admin RPC to ``address``; None if it fails (a standby, a dead arbiter)."""
+    import grpc
+
+    from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+
+    # a channel of its own: gRPC shares connections (and their reconnect backoff) between the
+    # channels of a process, so one to an address just refused would fail at once
+    with grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) as ch:
+        try:
+            return getattr(rpc.AdminStub(ch), method)(
+                request, metadata=[("x-admin-token", token)], timeout=5
+            )
+        except grpc.RpcError:
+            return None
+
+
+def leases_at(address: str, token: str) -> list | None:
+    """The live leases the arbiter at ``address`` reports (None if it does not serve)."""
+    from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+
+    reply = admin_call(address, token, "ListLeases", pb.ListLeasesRequest())
+    return None if reply is None else list(reply.leases)  # type: ignore[attr-defined]
+
+
+def apps_at(address: str, token: str) -> list | None:
+    from protos.yarnarbiter.v1 import arbiter_pb2 as pb
+
+    reply = admin_call(address, token, "ListApps", pb.ListAppsRequest())
+    return None if reply is None else list(reply.apps)  # type: ignore[attr-defined]
+
+
+def bidding_agent(addresses: str, submit_token: str, demand: int, num_gpus: int = 64):
+    """A successive-halving app (spec B.9's bracket, Eq. 2) bidding at ``addresses``
+    (``a:1,b:2``), registered with the submitters' credential, started."""
+    from arbiter.agent import Agent, estimator_from_scheduler
+    from arbiter.fairness import SuccessiveHalving, t_id
+
+    scheduler = SuccessiveHalving((8, 16, 36), (80.0, 100.0, 100.0, 120.0))
+    started = time.time()
+    estimator = estimator_from_scheduler(
+        scheduler,
+        t_id=t_id(scheduler.budget, num_gpus, demand, 4.0),
+        job_demand_max=8,
+        elapsed=lambda: time.time() - started,
+    )
+    return Agent(addresses, estimator=estimator, max_gpu_demand=demand, heartbeat_seconds=0.5,
+                 register_token=submit_token).start()  # fmt: skip
+
+
+# Settings that keep a failover observable: leases outlive the test, Agents are not expired
+# while they move from one arbiter to the other, rounds are quick.
+FAILOVER_SETTINGS: Mapping[str, object] = {
+    "arbiter.lease.seconds": 120,
+    "arbiter.heartbeat.timeout.seconds": 60,
+    "arbiter.offer.batch-window.seconds": 0.1,
+    "arbiter.bid.deadline.seconds": 1,
+    "arbiter.admission.app-idle-expiry.seconds": 600,
+}
