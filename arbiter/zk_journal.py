@@ -71,9 +71,7 @@ def decode(data: bytes) -> Any:
 def lease_rows(leases: Iterable[Lease]) -> list[list[object]]:
     """Leases as JSON rows (app, GPUs, start, end, round, source); the inverse of
     :func:`_lease_from_row`."""
-    return [
-        [x.app_id, sorted(x.gpus), x.start, x.end, x.round, str(x.source)] for x in leases
-    ]
+    return [[x.app_id, sorted(x.gpus), x.start, x.end, x.round, str(x.source)] for x in leases]
 
 
 def _lease_from_row(row: list[Any]) -> Lease:
@@ -160,8 +158,7 @@ class ZooKeeperJournal:
         if failed:
             (kind, path, _), err = failed[0]
             raise StoreError(
-                f"journal {self.path}: {kind} {path} failed ({type(err).__name__}); "
-                "nothing written"
+                f"journal {self.path}: {kind} {path} failed ({type(err).__name__}); nothing written"
             )
 
     def _put(self, path: str, data: bytes, exists: bool) -> tuple[str, str, bytes | None]:
@@ -286,4 +283,3 @@ class ZooKeeperJournal:
 
 def _app_from_json(d: Mapping[str, Any]) -> AppRecord:
     return AppRecord(**{**d, "jobs": tuple(d.get("jobs", ()))})
-

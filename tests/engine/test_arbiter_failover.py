@@ -112,8 +112,7 @@ def pair(zookeeper, tmp_path: Path) -> Iterator[Pair]:
 
 def _domain(leases: list[pb.Lease]) -> tuple[Lease, ...]:
     return tuple(
-        Lease(x.app_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s, x.round)
-        for x in leases
+        Lease(x.app_id, frozenset(x.gpu_ids), x.start_unix_s, x.end_unix_s, x.round) for x in leases
     )
 
 

@@ -93,7 +93,9 @@ def test_remove_app_drops_its_leases_and_bids(client: KazooClient) -> None:
         Lease("app-1", frozenset({"m0/g0"}), 0.0, 100.0, 1, LeaseSource.AUCTION),
         Lease("app-2", frozenset({"m0/g1"}), 0.0, 100.0, 1, LeaseSource.AUCTION),
     )
-    j.commit_round(_state(1, *leases), [Bid("app-1", {frozenset({"m0/g0"}): 1.0, frozenset(): 5.0})])
+    j.commit_round(
+        _state(1, *leases), [Bid("app-1", {frozenset({"m0/g0"}): 1.0, frozenset(): 5.0})]
+    )
     j.remove_app("app-1")
     got = ZooKeeperJournal(client, ROOT, claim_epoch(client, ROOT, "a2")).load(GPUS)
     assert set(got.apps) == {"app-2"} and got.state.leases == (leases[1],)
