@@ -52,6 +52,8 @@ REGISTER_FAILOVER_S = 30.0
 # Failovers in a row retried at the first backoff step (0.1 s) before backing off as usual: a
 # pair's takeover takes about its ZooKeeper session timeout (a few seconds).
 FAST_FAILOVERS = 60
+# A stream that lasted this long had a session (a refused or unreachable arbiter fails at once).
+SESSION_HELD_S = 2.0
 
 
 def arbiter_addresses(target: str) -> tuple[str, ...]:
@@ -295,10 +297,13 @@ class Agent:
     def _run(self) -> None:
         retry = Retry(STREAM_RECONNECT, stop=self._stop)
         for _ in retry:
+            began = time.monotonic()
             try:
                 self._session()
                 retry.reset()
             except grpc.RpcError as exc:
+                if time.monotonic() - began > SESSION_HELD_S:  # it had a session: a new fault
+                    self._failovers_in_row = 0
                 code = exc.code() if hasattr(exc, "code") else None
                 if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                     log.error("agent %s refused: %s", self.app_id, exc)
