@@ -38,6 +38,7 @@ from yarn_arbiter.ha_local import (
     leases_at,
     start_arbiter_process,
 )
+from yarn_bridge.submit import SubmitSpec, register_app
 
 pytestmark = [pytest.mark.failover, pytest.mark.slow]
 
@@ -175,6 +176,11 @@ def test_kill_9_of_the_active_the_standby_serves_the_same_leases(pair: Pair) -> 
         )
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     assert f"the active arbiter is a2 at {a2.address}" in err.value.details()
+    # `yarn-arbiter submit --arbiter a1,a2` registers past the standby, on the active
+    spec = SubmitSpec(name="late", command="true", max_gpus=1)
+    app_id, _ = register_app(spec, f"{a1.address},{a2.address}",
+                             submit_token=pair.files.token("submit"))  # fmt: skip
+    assert app_id in {x.app_id for x in apps_at(a2.address, pair.admin) or []}
 
 
 def test_zookeeper_frozen_the_active_steps_down_then_one_serves_again(
