@@ -146,8 +146,20 @@ def measure_kill(
     wait_until("serving", lambda: leases_at(serving, admin) is not None, timeout=120)
     serve_s = time.monotonic() - t0
     ids = {a.app_id for a in agents}
-    wait_until("Agents back", lambda: ids <= {x.app_id for x in apps_at(serving, admin) or []
-                                                if x.connected}, timeout=120)  # fmt: skip
+
+    def back() -> bool:
+        return ids <= {x.app_id for x in apps_at(serving, admin) or [] if x.connected}
+
+    try:
+        wait_until("Agents back", back, timeout=120)
+    except TimeoutError:
+        apps = {x.app_id: x.connected for x in apps_at(serving, admin) or []}
+        for a in agents:
+            if not apps.get(a.app_id):
+                alive = a._thread is not None and a._thread.is_alive()
+                print(f"  not back: {a.app_id} known={a.app_id in apps} target={a.target} "
+                      f"errors={a.errors[-2:]} thread_alive={alive}", flush=True)  # fmt: skip
+        raise
     resume_s = time.monotonic() - t0
     lost, dup = check(before, leases_at(serving, admin) or [], agents)
     return {"serving_s": serve_s, "agents_resumed_s": resume_s, "leases_before": len(before),
@@ -184,10 +196,10 @@ def run_pair(zk: str, work: Path, agents_n: int, kills: int, session_s: float) -
     finally:
         for a in agents:
             a.stop_async()
+        for p in procs.values():  # first: the Agents' streams end with their arbiter
+            p.stop()
         for a in agents:
             a.stop()
-        for p in procs.values():
-            p.stop()
     return rows
 
 
@@ -239,10 +251,10 @@ def run_restart(work: Path, agents_n: int, kills: int) -> list[dict]:
     finally:
         for a in agents:
             a.stop_async()
-        for a in agents:
-            a.stop()
         proc[0].terminate()
         proc[0].wait(timeout=30)
+        for a in agents:
+            a.stop()
         log.close()
     return rows
 

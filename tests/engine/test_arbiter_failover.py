@@ -96,10 +96,10 @@ class Pair:
     def stop(self) -> None:
         for a in self.agents:
             a.stop_async()
+        for p in self.members.values():  # first: the Agents' streams end with their arbiter
+            p.stop()
         for a in self.agents:
             a.stop()
-        for p in self.members.values():
-            p.stop()
 
 
 @pytest.fixture
