@@ -52,8 +52,21 @@ REGISTER_FAILOVER_S = 30.0
 # Failovers in a row retried at the first backoff step (0.1 s) before backing off as usual: a
 # pair's takeover takes about its ZooKeeper session timeout (a few seconds).
 FAST_FAILOVERS = 60
+# How long a new Session stream may go without the arbiter's headers (it sends them as soon
+# as the session is open) before the Agent gives it up and reconnects.
+SESSION_OPEN_TIMEOUT_S = 10.0
 # A stream that lasted this long had a session (a refused or unreachable arbiter fails at once).
 SESSION_HELD_S = 2.0
+
+
+class _Unanswered(grpc.RpcError):
+    """A Session stream the arbiter never answered (see :data:`SESSION_OPEN_TIMEOUT_S`)."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return str(self)
 
 
 def arbiter_addresses(target: str) -> tuple[str, ...]:
@@ -335,6 +348,23 @@ class Agent:
 
         stub = rpc.AppMasterStub(self._channel())
         stream = stub.Session(requests(), metadata=[("x-app-token", self.token)])
+        # The arbiter sends the stream's headers once the session is open; a stream without
+        # them after SESSION_OPEN_TIMEOUT_S is cancelled and retried (seen once in ~20 failovers
+        # under load: a stream accepted during a takeover that no server ever answered).
+        opened = threading.Event()
+        watchdog = threading.Timer(
+            SESSION_OPEN_TIMEOUT_S, lambda: opened.is_set() or stream.cancel()
+        )
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            stream.initial_metadata()
+        finally:
+            opened.set()
+            watchdog.cancel()
+        if stream.cancelled():
+            done.set()
+            raise _Unanswered(f"no session on {self.target} within {SESSION_OPEN_TIMEOUT_S} s")
         self.connected.set()
         try:
             for msg in stream:

@@ -25,12 +25,12 @@ The pure parts (contender names, the standby's messages and health) are function
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent import futures
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -141,7 +141,12 @@ def standby_health(me: str, connected: bool, active: str | None) -> dict[str, An
 
 class StandbyServer:
     """The standby's gRPC port (every call UNAVAILABLE, naming the active) and HTTP port
-    (``/healthz``, ``/readyz``); ``status()`` is read on every request."""
+    (``/healthz``, ``/readyz``); ``status()`` and ``message()`` are read on every request.
+
+    gRPC runs on asyncio (its own loop thread, as the arbiter's server): every call is refused
+    at once, however many Agents knock, and :meth:`stop` ends every call it has accepted (a
+    thread-pool server left calls queued behind its workers unanswered when it stopped, and an
+    Agent waited on such a stream for ever)."""
 
     def __init__(
         self,
@@ -150,8 +155,8 @@ class StandbyServer:
         status: Callable[[], dict[str, Any]],
         message: Callable[[], str],
     ) -> None:
-        def refuse(_requests: Any, context: grpc.ServicerContext) -> Any:
-            context.abort(grpc.StatusCode.UNAVAILABLE, message())
+        async def refuse(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, message())
 
         handler = grpc.stream_stream_rpc_method_handler(refuse)
 
@@ -159,10 +164,23 @@ class StandbyServer:
             def service(self, _details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
                 return handler
 
-        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self._grpc.add_generic_rpc_handlers((Refuse(),))
-        if self._grpc.add_insecure_port(grpc_address) == 0:
-            raise OSError(f"the standby cannot listen on {grpc_address}")
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="standby-grpc", daemon=True
+        )
+        self._loop_thread.start()
+
+        async def build() -> grpc.aio.Server:
+            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            server.add_generic_rpc_handlers((Refuse(),))
+            server.add_insecure_port(grpc_address)
+            return server
+
+        try:
+            self._grpc = self._call(build())
+        except Exception as exc:
+            self._shutdown_loop()
+            raise OSError(f"the standby cannot listen on {grpc_address}: {exc}") from exc
         self._httpd: ThreadingHTTPServer | None = None
         if http is not None and http[1] >= 0:
 
@@ -191,19 +209,31 @@ class StandbyServer:
                     pass
 
             ThreadingHTTPServer.allow_reuse_address = True
-            self._httpd = ThreadingHTTPServer(http, Handler)
+            try:
+                self._httpd = ThreadingHTTPServer(http, Handler)
+            except OSError:
+                self._shutdown_loop()
+                raise
             self._http_thread = threading.Thread(
                 target=self._httpd.serve_forever, name="standby-http", daemon=True
             )
 
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
+
+    def _shutdown_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(timeout=5)
+
     def start(self) -> StandbyServer:
-        self._grpc.start()
+        self._call(self._grpc.start())
         if self._httpd is not None:
             self._http_thread.start()
         return self
 
     def stop(self) -> None:
-        self._grpc.stop(0).wait(5)
+        self._call(self._grpc.stop(0))
+        self._shutdown_loop()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

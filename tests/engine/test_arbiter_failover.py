@@ -169,6 +169,8 @@ def test_kill_9_of_the_active_the_standby_serves_the_same_leases(pair: Pair) -> 
     # the killed one comes back as the standby and answers UNAVAILABLE naming the active
     a1 = pair.start("a1")
     pair.wait_role(a1, "standby")
+    wait_for("the standby to know the active", lambda: (a1.readyz() or {}).get("checks", {})
+             .get("ha", {}).get("active", "").startswith("a2@"))  # fmt: skip
     channel = grpc.insecure_channel(a1.address, options=[("grpc.use_local_subchannel_pool", 1)])
     with channel, pytest.raises(grpc.RpcError) as err:
         rpc.AdminStub(channel).ListLeases(
