@@ -353,16 +353,18 @@ class HaArbiter:
             self._active = _holder(lock.contenders())
         else:
             return standby
-        self.epoch = claim_epoch(client, self.s.root, self.name)
+        self.epoch = claim_epoch(client, self.s.root, self.name, self.s.session_timeout_s)
         self._active = self.name
         t0 = time.monotonic()
         if standby is not None:
             standby.stop()
             standby = None
-        journal = ZooKeeperJournal(client, self.s.root, self.epoch)
         try:
+            journal = ZooKeeperJournal(
+                client, self.s.root, self.epoch, timeout_s=self.s.session_timeout_s
+            )
             active = self.start_active(journal, self._ready)
-        except Exception:
+        except Exception:  # its session is closed on return: another arbiter may win
             log.exception("arbiter %s: could not start as the active; stepping down",
                           self.s.ha_id)  # fmt: skip
             return self._standby()

@@ -37,6 +37,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError, RolledBackError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from arbiter.auction import Bid
 from arbiter.journal import (
@@ -79,12 +80,13 @@ def _lease_from_row(row: list[Any]) -> Lease:
     return Lease(app, frozenset(gpus), float(start), float(end), int(rnd), LeaseSource(source))
 
 
-def claim_epoch(client: KazooClient, root: str, holder: str) -> int:
+def claim_epoch(client: KazooClient, root: str, holder: str, timeout_s: float = 10.0) -> int:
     """Make ``holder`` the leader epoch's owner and return the epoch (the znode's version after
-    the write); every earlier epoch's journal is fenced from then on."""
+    the write); every earlier epoch's journal is fenced from then on. A ZooKeeper that does not
+    answer within ``timeout_s`` raises kazoo's timeout error."""
     path = f"{root}/epoch"
-    client.ensure_path(path)
-    stat = client.set(path, holder.encode())
+    client.ensure_path_async(path).get(timeout=timeout_s)
+    stat = client.set_async(path, holder.encode()).get(timeout=timeout_s)
     return int(stat.version)
 
 
@@ -101,14 +103,19 @@ class ZooKeeperJournal:
     """The journal under ``root`` in ZooKeeper, writing as the holder of ``epoch`` (see the
     module docstring). ``client`` is started and owned by the caller."""
 
-    def __init__(self, client: KazooClient, root: str, epoch: int) -> None:
+    def __init__(
+        self, client: KazooClient, root: str, epoch: int, *, timeout_s: float = 10.0
+    ) -> None:
+        """``timeout_s``: how long one ZooKeeper call may take before it is a
+        :class:`~arbiter.sqlite_store.StoreError` (the HA shell passes its session timeout)."""
         self.client = client
+        self.timeout_s = timeout_s
         self.root = root.rstrip("/")
         self.path = f"zookeeper:{self.root}"  # what messages name (as SQLiteJournal's file)
         self.epoch = epoch
         self._state = f"{self.root}/state"
         for sub in ("apps", "bids", "knobs"):
-            self._zk(client.ensure_path, f"{self._state}/{sub}")
+            self._zk(client.ensure_path_async, f"{self._state}/{sub}")
         self._bids: set[str] = set()  # apps with a bid znode (this arbiter is the only writer)
         self._knobs: set[str] = set()
         self._leases: list[Lease] = []  # the committed leases, for remove_app's rewrite
@@ -119,8 +126,15 @@ class ZooKeeperJournal:
     # -- plumbing ------------------------------------------------------------------------
 
     def _zk(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args)`` (a kazoo ``*_async`` call, or a transaction's ``commit_async``) waited
+        for at most :attr:`timeout_s`: kazoo's own calls wait for ever while the connection is
+        down, and the core calls the journal under its lock."""
         try:
-            return fn(*args, **kwargs)
+            return fn(*args, **kwargs).get(timeout=self.timeout_s)
+        except KazooTimeoutError as exc:
+            raise StoreError(
+                f"journal {self.path}: ZooKeeper did not answer within {self.timeout_s:g} s"
+            ) from exc
         except KazooException as exc:
             raise StoreError(f"journal {self.path}: ZooKeeper: {type(exc).__name__} {exc}") from exc
 
@@ -143,7 +157,7 @@ class ZooKeeperJournal:
                 tx.set_data(path, data or b"")
             else:
                 tx.delete(path)
-        results = self._zk(tx.commit)
+        results = self._zk(tx.commit_async)
         if results and isinstance(results[0], BadVersionError | NoNodeError):
             self.fenced = True
             raise Fenced(
@@ -168,7 +182,7 @@ class ZooKeeperJournal:
 
     def put_app(self, app: AppRecord) -> None:
         path = f"{self._state}/apps/{app.app_id}"
-        exists = self._zk(self.client.exists, path) is not None
+        exists = self._zk(self.client.exists_async, path) is not None
         record = {**asdict(app), "jobs": [dict(j) for j in app.jobs]}
         self._commit([self._put(path, json.dumps(record).encode(), exists)])
 
@@ -179,7 +193,7 @@ class ZooKeeperJournal:
             ops.append(("set", f"{self._state}/round", self._round_blob(self._round, kept)))
         if app_id in self._bids:
             ops.append(("delete", f"{self._state}/bids/{app_id}", None))
-        if self._zk(self.client.exists, f"{self._state}/apps/{app_id}") is not None:
+        if self._zk(self.client.exists_async, f"{self._state}/apps/{app_id}") is not None:
             ops.append(("delete", f"{self._state}/apps/{app_id}", None))
         if not ops:
             return
@@ -228,15 +242,15 @@ class ZooKeeperJournal:
     def _children(self, sub: str) -> dict[str, bytes]:
         """Every child of ``state/sub`` with its data, read concurrently."""
         base = f"{self._state}/{sub}"
-        names = sorted(self._zk(self.client.get_children, base))
+        names = sorted(self._zk(self.client.get_children_async, base))
         pending = [(n, self.client.get_async(f"{base}/{n}")) for n in names]
         out = {}
         for name, result in pending:
             try:
-                out[name] = result.get(timeout=30)[0]
+                out[name] = result.get(timeout=self.timeout_s)[0]
             except NoNodeError:
                 continue
-            except KazooException as exc:
+            except (KazooException, KazooTimeoutError) as exc:
                 raise StoreError(f"journal {self.path}: ZooKeeper: {exc!r}") from exc
         return out
 
@@ -244,7 +258,7 @@ class ZooKeeperJournal:
         """Recover apps, leases, bids, round, knobs and drains, as
         :meth:`arbiter.journal.SQLiteJournal.load` does (same checks, same trimming)."""
         for sub, blob in (("round", self._round_blob(0, ())), ("drains", encode([]))):
-            if self._zk(self.client.exists, f"{self._state}/{sub}") is None:  # a new journal
+            if self._zk(self.client.exists_async, f"{self._state}/{sub}") is None:  # a new journal
                 self._commit([("create", f"{self._state}/{sub}", blob)])
         apps = {
             name: _app_from_json(json.loads(data)) for name, data in self._children("apps").items()
@@ -252,8 +266,8 @@ class ZooKeeperJournal:
         bid_blobs = self._children("bids")
         bids = {a: _bid_from_json(a, decode(b)) for a, b in bid_blobs.items()}
         knobs = {k: v.decode() for k, v in self._children("knobs").items()}
-        record = decode(self._zk(self.client.get, f"{self._state}/round")[0])
-        drained = frozenset(decode(self._zk(self.client.get, f"{self._state}/drains")[0]))
+        record = decode(self._zk(self.client.get_async, f"{self._state}/round")[0])
+        drained = frozenset(decode(self._zk(self.client.get_async, f"{self._state}/drains")[0]))
         leases = tuple(_lease_from_row(r) for r in record["leases"])
         self._leases, self._round = list(leases), int(record["round"])
         self._bids, self._knobs = set(bids), set(knobs)
