@@ -41,10 +41,44 @@ __all__ = [
     "HeldLease",
     "SchedulerEstimator",
     "agent_kwargs_from_env",
+    "arbiter_addresses",
     "estimator_from_scheduler",
 ]
 
 log = logging.getLogger("yarn_arbiter.agent")
+
+# How long register() keeps trying the addresses of an HA pair that all answer UNAVAILABLE.
+REGISTER_FAILOVER_S = 30.0
+# Failovers in a row retried at the first backoff step (0.1 s) before backing off as usual: a
+# pair's takeover takes about its ZooKeeper session timeout (a few seconds).
+FAST_FAILOVERS = 60
+# How long a new Session stream may go without the arbiter's headers (it sends them as soon
+# as the session is open) before the Agent gives it up and reconnects.
+SESSION_OPEN_TIMEOUT_S = 10.0
+# A stream that lasted this long had a session (a refused or unreachable arbiter fails at once).
+SESSION_HELD_S = 2.0
+
+
+class _Unanswered(grpc.RpcError):
+    """A Session stream the arbiter never answered (see :data:`SESSION_OPEN_TIMEOUT_S`)."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return str(self)
+
+
+def arbiter_addresses(target: str) -> tuple[str, ...]:
+    """The addresses in ``target`` (``host:port`` or ``a:1,b:2``); ValueError if none.
+
+    >>> arbiter_addresses("a:1, b:2")
+    ('a:1', 'b:2')
+    """
+    out = tuple(t.strip() for t in target.split(",") if t.strip())
+    if not out:
+        raise ValueError(f"no arbiter address in {target!r}")
+    return out
 
 
 def estimator_from_scheduler(
@@ -145,9 +179,14 @@ class Agent:
         heartbeat_seconds: float = 1.0,
         register_token: str | None = None,
     ) -> None:
-        """``register_token``: the credential RegisterApp is sent with (the arbiter's
-        submitters' credential, ``x-submit-token``; see :mod:`arbiter.admission`)."""
-        self.target = target
+        """``target``: the arbiter's ``host:port``, or a comma-separated list of the addresses of
+        an active/standby pair (:mod:`arbiter.ha`): on UNAVAILABLE (a standby, or an arbiter
+        gone) the Agent tries the next one. ``register_token``: the credential RegisterApp is
+        sent with (the arbiter's submitters' credential, ``x-submit-token``; see
+        :mod:`arbiter.admission`)."""
+        self.targets = arbiter_addresses(target)
+        self._which = 0
+        self._failovers_in_row = 0  # failovers since the last message from an arbiter
         self.register_token = register_token
         self.estimator = estimator
         self.max_gpu_demand = max_gpu_demand
@@ -171,12 +210,44 @@ class Agent:
 
     # -- plumbing ----------------------------------------------------------------------
 
+    @property
+    def target(self) -> str:
+        """The arbiter address the Agent talks to now."""
+        return self.targets[self._which]
+
+    def _failover(self, exc: grpc.RpcError) -> bool:
+        """After ``exc``: move to the next arbiter address if it says this one cannot serve
+        (UNAVAILABLE); whether it did."""
+        code = exc.code() if hasattr(exc, "code") else None
+        if code != grpc.StatusCode.UNAVAILABLE or len(self.targets) < 2:
+            return False
+        was = self.target
+        self._which = (self._which + 1) % len(self.targets)
+        log.info("agent %s: %s unavailable, trying %s", self.app_id, was, self.target)
+        return True
+
     def _channel(self) -> grpc.Channel:
+        # A connection of its own per channel: gRPC otherwise shares connections, and their
+        # reconnect backoff (up to 2 minutes), between a process's channels to one address, and
+        # an arbiter that just came back (a failover, a restart) would look refused for that long.
+        options = [("grpc.use_local_subchannel_pool", 1)]
         if self.credentials is not None:
-            return grpc.secure_channel(self.target, self.credentials)
-        return grpc.insecure_channel(self.target)
+            return grpc.secure_channel(self.target, self.credentials, options=options)
+        return grpc.insecure_channel(self.target, options=options)
 
     def register(self) -> str:
+        """RegisterApp (once), trying each arbiter address in turn while they answer
+        UNAVAILABLE (a pair electing its active), for up to ``REGISTER_FAILOVER_S``."""
+        deadline = time.monotonic() + REGISTER_FAILOVER_S
+        while True:
+            try:
+                return self._register()
+            except grpc.RpcError as exc:
+                if time.monotonic() > deadline or not self._failover(exc):
+                    raise
+                time.sleep(0.05)
+
+    def _register(self) -> str:
         if self.app_id is None:
             stub = rpc.AppMasterStub(self._channel())
             reply = stub.RegisterApp(
@@ -239,16 +310,22 @@ class Agent:
     def _run(self) -> None:
         retry = Retry(STREAM_RECONNECT, stop=self._stop)
         for _ in retry:
+            began = time.monotonic()
             try:
                 self._session()
                 retry.reset()
             except grpc.RpcError as exc:
+                if time.monotonic() - began > SESSION_HELD_S:  # it had a session: a new fault
+                    self._failovers_in_row = 0
                 code = exc.code() if hasattr(exc, "code") else None
                 if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                     log.error("agent %s refused: %s", self.app_id, exc)
                     self.errors.append((str(code), str(exc)))
                     return
                 log.info("agent %s: stream broke (%s), reconnecting", self.app_id, code)
+                if self._failover(exc) and self._failovers_in_row < FAST_FAILOVERS:
+                    self._failovers_in_row += 1
+                    retry.reset()  # the next address soon: it may be the new active
             self.connected.clear()
 
     def _session(self) -> None:
@@ -271,9 +348,27 @@ class Agent:
 
         stub = rpc.AppMasterStub(self._channel())
         stream = stub.Session(requests(), metadata=[("x-app-token", self.token)])
+        # The arbiter sends the stream's headers once the session is open; a stream without
+        # them after SESSION_OPEN_TIMEOUT_S is cancelled and retried (seen once in ~20 failovers
+        # under load: a stream accepted during a takeover that no server ever answered).
+        opened = threading.Event()
+        watchdog = threading.Timer(
+            SESSION_OPEN_TIMEOUT_S, lambda: opened.is_set() or stream.cancel()
+        )
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            stream.initial_metadata()
+        finally:
+            opened.set()
+            watchdog.cancel()
+        if stream.cancelled():
+            done.set()
+            raise _Unanswered(f"no session on {self.target} within {SESSION_OPEN_TIMEOUT_S} s")
         self.connected.set()
         try:
             for msg in stream:
+                self._failovers_in_row = 0
                 if self._stop.is_set():
                     stream.cancel()
                     return

@@ -484,7 +484,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--rm-url", help=f"RM web URL(s), comma-separated (default ${ENV_RM_URL})")
     p.add_argument("--rm-user", help="simple-auth user for the RM (user.name)")
     add_auth_arguments(p)
-    p.add_argument("--arbiter", help=f"arbiter host:port (default ${ENV_ARBITER_ADDRESS})")
+    p.add_argument(
+        "--arbiter",
+        help="arbiter host:port, or host:port,host:port of an active/standby pair "
+        f"(default ${ENV_ARBITER_ADDRESS})",
+    )
     p.add_argument(
         "--am-arbiter",
         help="arbiter address as the AM dials it, if different (e.g. arbiter:50051 inside the "

@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -74,7 +75,17 @@ from yarn_bridge.local_hadoop.processes import (
 )
 from yarn_bridge.rm.errors import RMError
 
-__all__ = ["LocalHadoop"]
+__all__ = ["LocalHadoop", "zk_ok"]
+
+
+def zk_ok(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether the ZooKeeper on ``host:port`` answers ``ruok`` with ``imok`` (serving)."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0) as s:
+            s.sendall(b"ruok")
+            return s.recv(16) == b"imok"
+    except OSError:
+        return False
 
 
 class LocalHadoop:
@@ -259,6 +270,35 @@ class LocalHadoop:
         secret.chmod(0o600)
         return d
 
+    def up_zookeeper(self, *, timeout_s: float = 60.0) -> ClusterState:
+        """Start only ZooKeeper (from the cached jars, on a free loopback port) and wait until
+        it answers ``ruok``; ``state().zk_address`` is its ``127.0.0.1:PORT``. For the
+        arbiter's HA pair and its tests; :meth:`down` stops it, :meth:`kill` and
+        :meth:`restart` work on its daemon (``zk``) as on the others."""
+        if any(self.running().values()):
+            raise HadoopError(f"a cluster already runs from {self.workdir}")
+        java = find_java()
+        jars = ensure_jars()
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        pool = PortPool()
+        port = pool.take()
+        pool.release()
+        env = {**os.environ, "JAVA_HOME": str(java_home(java))}
+        state = ClusterState(
+            workdir=str(self.workdir), jars=str(jars), java_home=env["JAVA_HOME"],
+            client_conf="", rm_urls=(), daemons=(), zk_address=f"127.0.0.1:{port}",
+            started_unix_s=time.time(),
+        )  # fmt: skip
+        zk = self._start_zk(java, jars, port, env)
+        state = replace(state, daemons=(zk,))
+        self._save(state)
+        try:
+            _wait(lambda: zk_ok(port), timeout_s, "ZooKeeper to answer ruok", zk)
+        except BaseException:
+            self.down()
+            raise
+        return state
+
     def _start_zk(self, java: Path, jars: Path, port: int, env: Mapping[str, str]) -> Daemon:
         conf = self.workdir / "etc" / "zk"
         conf.mkdir(parents=True, exist_ok=True)
@@ -396,6 +436,9 @@ class LocalHadoop:
         self._save(st)
         if d.main_class == RM_CLASS:
             _wait(lambda: self._active_rm(st) is not None, timeout_s, "an ACTIVE RM", new)
+        elif d.main_class == ZK_CLASS:
+            port = int(st.zk_address.rsplit(":", 1)[1])
+            _wait(lambda: zk_ok(port), timeout_s, "ZooKeeper to answer ruok", new)
         elif d.main_class == NM_CLASS:
             _wait(lambda: any(n["id"] == d.node_id and n["state"] == "RUNNING"
                               for n in self._nodes(st)), timeout_s,
