@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from arbiter.admission import Credentials, anonymous_ok, check_credential, check_quota
 from arbiter.auction import Bid
@@ -47,7 +47,7 @@ from arbiter.messages import (
 )
 from arbiter.rounds import ArbiterState, Lease
 from arbiter.scheduler import PendingRound, SchedulerLoop
-from arbiter.sessions import AppSessions
+from arbiter.sessions import AppSessions, Progress
 from arbiter.share_hub import QueryJob, ShareHub
 from arbiter.shares import Resources, ShareCause
 from arbiter.sqlite_store import StoreError
@@ -405,6 +405,14 @@ class ArbiterCore:
     def heartbeat(self, app_id: str) -> None:
         with self._lock:
             self.sessions.heartbeat(app_id, self.clock())
+
+    def beat(self, app_id: str, reports: Sequence[Progress] = (), *, rho: bool = False) -> float:
+        """A heartbeat on the Session stream carrying the progress ``reports`` since the last
+        one, under one lock; returns ρ_current after them when ``rho`` (else NaN)."""
+        with self._lock:
+            now = self.clock()
+            self.sessions.beat(app_id, reports, now)
+            return self.scheduler.rho_current(app_id, now) if rho else math.nan
 
     def report_rho(self, app_id: str, rho: float) -> None:
         with self._lock:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import math
 import threading
 from collections.abc import AsyncIterator, Sequence
 
@@ -42,9 +41,11 @@ from arbiter.wire.admin import app_info_to_pb, cluster_state_to_pb
 from arbiter.wire.appmaster import (
     allocation_to_pb,
     bid_from_pb,
+    heartbeat_from_pb,
     job_from_pb,
     lease_to_pb,
     offer_to_pb,
+    progress_from_pb,
     revocation_to_pb,
     session_error_to_pb,
 )
@@ -92,9 +93,13 @@ class _Bridge:
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue = asyncio.Queue()
+        self._thread = threading.get_ident()
 
     def put(self, item: object) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        if threading.get_ident() == self._thread:  # on the loop: no self-pipe wake-up needed
+            self._queue.put_nowait(item)
+        else:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
     async def get(self) -> object:
         return await self._queue.get()
@@ -144,6 +149,8 @@ def _offer_to_pb(item: Offer, cluster: Cluster) -> pb.ArbiterMessage:
 
 
 def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
+    if isinstance(item, pb.ArbiterMessage):  # built on the loop (a heartbeat's ack)
+        return item
     if isinstance(item, Offer):
         return _offer_to_pb(item, cluster)
     if isinstance(item, Allocation):
@@ -203,7 +210,12 @@ class AppMasterService(rpc.AppMasterServicer):
                     kind = msg.WhichOneof("kind")
                     try:
                         if kind == "heartbeat":
-                            self.core.heartbeat(app_id)
+                            beat = msg.heartbeat
+                            reports = heartbeat_from_pb(beat, self.core.cluster)
+                            rho = self.core.beat(app_id, reports, rho=beat.want_ack)
+                            if beat.want_ack:
+                                ack = pb.HeartbeatAck(seq=beat.seq, rho=rho)
+                                outbox.put(pb.ArbiterMessage(heartbeat_ack=ack))
                         elif kind == "rho_report":
                             self.core.report_rho(app_id, msg.rho_report.rho)
                         elif kind == "bid":
@@ -250,21 +262,8 @@ class AppMasterService(rpc.AppMasterServicer):
     async def ReportProgress(self, request, context):
         try:
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
-            if not (math.isfinite(request.iter_time_s) and request.iter_time_s >= 0):
-                raise RequestError(
-                    Code.INVALID_ARGUMENT,
-                    f"iter_time_s must be a finite number >= 0, got {request.iter_time_s}",
-                )
-            unknown = [g for g in request.placement_gpu_ids if g not in self.core.cluster]
-            if unknown:
-                raise RequestError(
-                    Code.INVALID_ARGUMENT, f"placement_gpu_ids names unknown GPUs: {unknown[:5]}"
-                )
-            self.core.report_progress(
-                app_id, request.iters_done, request.iters_remaining, request.iter_time_s
-            )
-            now = self.core.clock()
-            rho = self.core.rho_current(app_id, now)
+            report = progress_from_pb(request, self.core.cluster)
+            rho = self.core.beat(app_id, (report,), rho=True)
         except RequestError as err:
             await _abort(context, err, self.core)
         return pb.ProgressAck(rho=rho)

@@ -45,6 +45,10 @@ from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ADMIN_TOKEN = "load-admin"
+ACK_TIMEOUT_S = 5.0  # a heartbeat unanswered this long is an error (the unary call's deadline)
+# what the heartbeat round trip is called in each transport's latencies
+HEARTBEAT = {"unary": "ReportProgress", "stream": "Heartbeat->ack"}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -76,12 +80,19 @@ class Stats:
         self.count += 1
 
 
-async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: int) -> None:
+async def agent(
+    stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: int, transport: str
+) -> None:
+    """One Agent. ``transport`` carries its heartbeat and progress report each second:
+    ``unary`` (the previous way: a Heartbeat on the Session stream and a ``ReportProgress``
+    call, whose round trip is measured) or ``stream`` (one Heartbeat on the stream carrying the
+    report and asking for a ``HeartbeatAck``, whose round trip is measured)."""
     t = time.perf_counter()
     demand = random.choice((1, 2, 4, 8))
     try:
         reg = await stub.RegisterApp(
-            pb.RegisterAppRequest(app_name=f"load-{k}", max_gpu_demand=demand)
+            pb.RegisterAppRequest(app_name=f"load-{k}", max_gpu_demand=demand),
+            metadata=[("x-admin-token", ADMIN_TOKEN)],
         )
     except grpc.RpcError as exc:
         stats.error(f"RegisterApp {exc.code().name}", exc.details())
@@ -92,6 +103,8 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
     await outbox.put(pb.AgentMessage(hello=pb.SessionHello(app_id=reg.app_id)))
     offered_at: dict[int, float] = {}
     held: dict[str, float] = {}  # GPU -> lease end (the room a bid may ask for)
+    beats: dict[int, float] = {}  # heartbeat seq -> when sent (stream transport)
+    acked = asyncio.Event()  # the first ack (stream transport: the Agent is up)
 
     async def requests():
         # Plain awaits, no per-message timers or tasks: the load generator shares the
@@ -105,7 +118,12 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
         try:
             async for msg in call:
                 kind = msg.WhichOneof("kind")
-                if kind == "offer":
+                if kind == "heartbeat_ack":
+                    sent = beats.pop(msg.heartbeat_ack.seq, None)
+                    if sent is not None:
+                        stats.record(HEARTBEAT[transport], time.perf_counter() - sent)
+                        acked.set()
+                elif kind == "offer":
                     o = msg.offer
                     offered_at[o.round] = time.perf_counter()
                     ids = [g.id for g in o.gpus]
@@ -139,20 +157,38 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
     loop = asyncio.get_running_loop()
     beat = loop.time() + random.random()  # spread heartbeats over the second
     first = True
+    seq = 0
+    report = pb.ProgressReport(job_id="j", iter_time_s=0.1)
     while True:
         await asyncio.sleep(max(0.0, beat - loop.time()))
         beat += 1.0
         if stop.is_set():
             break
-        await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=time.time())))
-        t = time.perf_counter()
-        try:
-            await stub.ReportProgress(
-                pb.ProgressReport(job_id="j", iter_time_s=0.1), metadata=md, timeout=5
+        seq += 1
+        if transport == "stream":
+            beats[seq] = time.perf_counter()
+            await outbox.put(
+                pb.AgentMessage(
+                    heartbeat=pb.Heartbeat(
+                        sent_unix_s=time.time(), seq=seq, want_ack=True, progress=[report]
+                    )
+                )
             )
-            stats.record("ReportProgress", time.perf_counter() - t)
-        except grpc.RpcError as exc:
-            stats.error(f"ReportProgress {exc.code().name}", exc.details())
+            late = [s for s, sent in beats.items() if time.perf_counter() - sent > ACK_TIMEOUT_S]
+            for s in late:  # as a unary call's deadline would: an error, not a latency
+                del beats[s]
+                stats.error("Heartbeat ack DEADLINE_EXCEEDED", f"no ack in {ACK_TIMEOUT_S} s")
+            if first:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(acked.wait(), ACK_TIMEOUT_S)
+        else:
+            await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=time.time())))
+            t = time.perf_counter()
+            try:
+                await stub.ReportProgress(report, metadata=md, timeout=ACK_TIMEOUT_S)
+                stats.record(HEARTBEAT[transport], time.perf_counter() - t)
+            except grpc.RpcError as exc:
+                stats.error(f"ReportProgress {exc.code().name}", exc.details())
         if first:
             first = False
             stats.ready += 1
@@ -162,7 +198,9 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
 
 
 async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event) -> None:
-    reg = await stub.RegisterQuery(pb.RegisterQueryRequest(query_name="q"))
+    reg = await stub.RegisterQuery(
+        pb.RegisterQueryRequest(query_name="q"), metadata=[("x-admin-token", ADMIN_TOKEN)]
+    )
     call = stub.SubscribeShare(
         pb.SubscribeShareRequest(job_id=reg.job_id), metadata=[("x-app-token", reg.job_token)]
     )
@@ -204,7 +242,7 @@ async def run_part(
     ks: range,
     subscribers: int,
     seconds: float,
-    admin_token: str,
+    transport: str,
     server_pid: int,
     sync,
     main: bool,
@@ -218,7 +256,9 @@ async def run_part(
         grpc.aio.insecure_channel(f"localhost:{port}") for _ in range(max(1, len(ks) // 50))
     ]
     tasks = [
-        asyncio.create_task(agent(rpc.AppMasterStub(channels[k % len(channels)]), stats, stop, k))
+        asyncio.create_task(
+            agent(rpc.AppMasterStub(channels[k % len(channels)]), stats, stop, k, transport)
+        )
         for k in ks
     ]
     tasks += [
@@ -228,26 +268,27 @@ async def run_part(
         for i in range(subscribers)
     ]
     admin = rpc.AdminStub(channels[0])
-    md = [("x-admin-token", admin_token)]
+    md = [("x-admin-token", ADMIN_TOKEN)]
     # ramp-up: every agent registered and heartbeating, every subscriber subscribed (the
     # RegisterApp burst is reported apart), in every part; then a few seconds of steady state
     t_ramp = time.perf_counter()
-    while stats.ready < len(tasks) and time.perf_counter() - t_ramp < 120:
+    while stats.ready < len(tasks) and time.perf_counter() - t_ramp < 180:
         await asyncio.sleep(0.1)
-    await asyncio.get_running_loop().run_in_executor(None, sync.wait, 180)
+    await asyncio.get_running_loop().run_in_executor(None, sync.wait, 240)
     ramp_s = time.perf_counter() - t_ramp
     await asyncio.sleep(min(3.0, seconds / 3))
-    warm = stats.count
+    beat_kind = HEARTBEAT[transport]
+    errors0 = sum(stats.errors.values())
     r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
     cpu0 = (cpu_seconds(server_pid) if main else 0.0, own_cpu_seconds())
     t0 = time.perf_counter()
-    for kind in ("ReportProgress", "offer->allocation"):
+    for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
     cpu1 = (cpu_seconds(server_pid) if main else 0.0, own_cpu_seconds())
     r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
-    measured = stats.count - warm
+    delivered = len(stats.lat[beat_kind])
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     for ch in channels:
@@ -255,8 +296,10 @@ async def run_part(
     return {
         "lat": dict(stats.lat),
         "errors": dict(stats.errors),
+        "errors_measured": sum(stats.errors.values()) - errors0,
         "error_examples": stats.examples,
-        "measured": measured,
+        "delivered": delivered,
+        "up": stats.ready,
         "elapsed": elapsed,
         "ramp_s": ramp_s,
         "server_cpu": cpu1[0] - cpu0[0],
@@ -275,16 +318,16 @@ def _part_process(args: tuple, sync, out) -> None:
 
 
 def run_load(
-    port: int, agents: int, seconds: float, admin_token: str, server_pid: int, procs: int = 1
+    port: int, agents: int, seconds: float, transport: str, server_pid: int, procs: int = 1
 ) -> dict:
-    """Drive ``agents`` Agents (and a tenth as many share subscribers) from ``procs`` load
-    processes; merge their measurements into one record."""
+    """Drive ``agents`` Agents (and a tenth as many share subscribers) over ``transport`` from
+    ``procs`` load processes; merge their measurements into one record."""
     subs = max(1, agents // 10)
     procs = max(1, min(procs, agents))
     cut = [agents * p // procs for p in range(procs + 1)]
     parts = [
         (port, range(cut[p], cut[p + 1]), subs * (p + 1) // procs - subs * p // procs, seconds,
-         admin_token, server_pid, p == 0)
+         transport, server_pid, p == 0)
         for p in range(procs)
     ]  # fmt: skip
     if procs == 1:
@@ -322,19 +365,28 @@ def run_load(
         for kind, v in lat.items()
         if v
     }
-    # Steady-state RPCs; RegisterApp is the start-up burst (all agents at once), reported apart.
-    unary = [v["p99_ms"] for k, v in per_type.items() if k == "ReportProgress"]
+    beat = per_type.get(HEARTBEAT[transport], {})
+    server_cores = main_part["server_cpu"] / elapsed
     return {
         "agents": agents,
+        "transport": transport,
         "load_processes": procs,
         "seconds": round(elapsed, 1),
         "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
+        "agents_up": sum(r["up"] for r in results) - subs,
         # cores busy while measuring: the arbiter (with its auction worker), the load generator
-        "server_cores": round(main_part["server_cpu"] / elapsed, 2),
+        "server_cores": round(server_cores, 3),
+        "server_cores_per_1000_agents": round(server_cores * 1000 / agents, 3),
         "client_cores": round(sum(r["client_cpu"] for r in results) / elapsed, 2),
-        "rpcs_per_s": round(sum(r["measured"] for r in results) / elapsed, 1),
-        "p99_ms": max(unary) if unary else None,
+        # heartbeat round trips: offered (one per Agent per second) and answered, per second
+        "heartbeats_offered_per_s": float(agents),
+        "heartbeats_per_s": round(sum(r["delivered"] for r in results) / elapsed, 1),
+        "p50_ms": beat.get("p50_ms"),
+        "p99_ms": beat.get("p99_ms"),
+        # every error from registration to shutdown (late bids refused included), and those
+        # of the measured seconds
         "errors": sum(errors.values()),
+        "errors_measured": sum(r["errors_measured"] for r in results),
         "error_kinds": dict(errors),
         "error_examples": examples,
         "rounds_per_s": round(main_part["rounds"] / elapsed, 2),
@@ -343,10 +395,110 @@ def run_load(
     }
 
 
+# The arbiter before the stream heartbeat (the commit this work started from): served from a
+# `git archive` of that commit, driven over the unary transport it has.
+PREVIOUS_REV = "e0a4189"
+CONFIGS = {
+    "previous/unary": ("previous", "unary"),
+    "ours/unary": ("ours", "unary"),
+    "ours/stream": ("ours", "stream"),
+}
+
+
+def previous_tree(rev: str, into: Path) -> Path:
+    """The repository at ``rev``, unpacked into ``into`` (``git archive``)."""
+    repo = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", rev],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def serve_and_load(
+    root: Path, agents: int, seconds: float, transport: str, policy: str, procs: int
+) -> dict:
+    """Serve the arbiter of the tree ``root`` in its own process and drive it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        token_file = Path(tmp) / "admin"
+        token_file.write_text(ADMIN_TOKEN + "\n")
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(root),
+            "ARBITER_LEASE_SECONDS": "3",
+            "ARBITER_HEARTBEAT_TIMEOUT_SECONDS": "10",
+            "ARBITER_BID_DEADLINE_SECONDS": "1",
+            "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.5",
+            "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
+            "ARBITER_POLICY": policy,
+            # the Agents register with the admin credential, beyond the default quotas
+            "ARBITER_ADMISSION_MAX_APPS": "100000",
+            "ARBITER_ADMISSION_MAX_APPS_PER_USER": "100000",
+            "ARBITER_ADMISSION_MAX_QUERIES": "100000",
+            "ARBITER_ADMISSION_MAX_QUERIES_PER_USER": "100000",
+        }
+        log_path = Path(tmp) / "arbiter.log"
+        with log_path.open("w") as log_file:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", "themis-sim-256",
+                 "--port", str(port), "--journal", str(Path(tmp) / "j.db")],
+                env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log_file,
+            )  # fmt: skip
+            try:
+                wait_serving(port, server)
+                return run_load(port, agents, seconds, transport, server.pid, procs=procs)
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+                lines = log_path.read_text(errors="replace").splitlines()
+                bad = [ln for ln in lines if " ERROR " in ln or " WARNING " in ln]
+                if bad:  # the arbiter's own account of what went wrong
+                    print(f"arbiter log: {len(bad)} warnings/errors, last:", *bad[-5:], sep="\n  ")
+
+
+def wait_serving(port: int, server: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until the served arbiter accepts connections (or its process ended)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if server.poll() is not None:
+            raise RuntimeError(f"the arbiter exited with {server.returncode} before serving")
+        with contextlib.suppress(OSError), socket.create_connection(("localhost", port), 0.2):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the arbiter did not listen on {port} within {timeout} s")
+
+
+def fmt(rec: dict) -> str:
+    p50, p99 = rec["p50_ms"], rec["p99_ms"]
+    return (
+        f"{rec['config']:15s} agents {rec['agents']:5d}: heartbeats {rec['heartbeats_per_s']:7.1f}"
+        f"/{rec['heartbeats_offered_per_s']:.0f} per s  p50 {p50 or float('nan'):7.1f} ms  "
+        f"p99 {p99 or float('nan'):7.1f} ms  errors {rec['errors']}  "
+        f"arbiter {rec['server_cores']:.2f} cores ({rec['server_cores_per_1000_agents']:.2f} per "
+        f"1000 Agents)  load {rec['client_cores']:.2f}  rounds/s {rec['rounds_per_s']:.2f}  "
+        + "  ".join(
+            f"{k} p50 {v['p50_ms']:.0f} p99 {v['p99_ms']:.0f}"
+            for k, v in rec["per_type"].items()
+            if k in ("RegisterApp", "offer->allocation")
+        )
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--agents", default="10,100,300,1000", help="comma-separated counts")
-    parser.add_argument("--seconds", type=float, default=15.0, help="measured seconds per count")
+    parser.add_argument("--agents", default="1000,3000", help="comma-separated counts")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per run")
+    parser.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"server/transport pairs to run at each count, in this order ({', '.join(CONFIGS)})",
+    )
+    parser.add_argument(
+        "--previous-rev", default=PREVIOUS_REV, help="git revision of the previous server"
+    )
     parser.add_argument(
         "--load-processes",
         type=int,
@@ -356,71 +508,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--policy", default="themis", help="arbiter.policy of the served arbiter (default themis)"
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "arbiter_load.json")
+    parser.add_argument(
+        "--quick", action="store_true", help="1,000 and 3,000 Agents, 8 measured seconds each"
+    )
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.agents, args.seconds = "1000,3000", 8.0
+    out = args.out or RESULTS / ("arbiter_load_quick.json" if args.quick else "arbiter_load.json")
     counts = [int(x) for x in args.agents.split(",")]
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown --configs {unknown}; known: {', '.join(CONFIGS)}")
+    ours = Path(__file__).resolve().parent.parent
     records = []
-    for n in counts:
-        with tempfile.TemporaryDirectory() as tmp:
-            port = free_port()
-            token_file = Path(tmp) / "admin"
-            token_file.write_text("load-admin\n")
-            env = {
-                **os.environ,
-                "ARBITER_LEASE_SECONDS": "3",
-                "ARBITER_HEARTBEAT_TIMEOUT_SECONDS": "10",
-                "ARBITER_BID_DEADLINE_SECONDS": "1",
-                "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.5",
-                "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
-                "ARBITER_POLICY": args.policy,
-            }
-            log_path = Path(tmp) / "arbiter.log"
-            log_file = log_path.open("w")
-            server = subprocess.Popen(
-                [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", "themis-sim-256",
-                 "--port", str(port), "--journal", str(Path(tmp) / "j.db")],
-                env=env, stdout=subprocess.DEVNULL, stderr=log_file,
-            )  # fmt: skip
-            try:
-                time.sleep(2.0)
-                rec = run_load(
-                    port, n, args.seconds, "load-admin", server.pid, procs=args.load_processes
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = {"ours": ours}
+        if any(CONFIGS[c][0] == "previous" for c in configs):
+            roots["previous"] = previous_tree(args.previous_rev, Path(tmp) / "previous")
+        for n in counts:
+            for config in configs:
+                server, transport = CONFIGS[config]
+                rec = serve_and_load(
+                    roots[server], n, args.seconds, transport, args.policy, args.load_processes
                 )
-            finally:
-                server.terminate()
-                server.wait(timeout=30)
-                log_file.close()
-                lines = log_path.read_text(errors="replace").splitlines()
-                bad = [ln for ln in lines if " ERROR " in ln or " WARNING " in ln]
-                if bad:  # the arbiter's own account of what went wrong
-                    print(f"arbiter log: {len(bad)} warnings/errors, last:", *bad[-5:], sep="\n  ")
-        records.append(rec)
-        worst = rec["p99_ms"]
-        print(
-            f"agents {n:5d}: {rec['rpcs_per_s']:8.1f} RPC/s  p99 {worst:8.1f} ms  "
-            f"rounds/s {rec['rounds_per_s']:5.2f}  errors {rec['errors']}  "
-            f"cores: arbiter {rec['server_cores']:.2f} load {rec['client_cores']:.2f}  "
-            + "  ".join(
-                f"{k} p50 {v['p50_ms']:.1f} p99 {v['p99_ms']:.1f}"
-                for k, v in rec["per_type"].items()
-            ),
-            flush=True,
-        )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
+                rec = {"config": config, "server": server, **rec}
+                records.append(rec)
+                print(fmt(rec), flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
         json.dumps(
             {
                 "benchmark": "arbiter_load",
                 "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-                "target": {"agents": 1000, "p99_ms": 50, "errors": 0},
+                "target": {"agents": 3000, "p99_ms": 50, "errors": 0},
                 "policy": args.policy,
+                "previous_rev": args.previous_rev,
+                "seconds": args.seconds,
                 "records": records,
             },
             indent=2,
         )
         + "\n"
     )
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 
