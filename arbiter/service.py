@@ -84,22 +84,69 @@ class _CountCalls(grpc.aio.ServerInterceptor):
         return await continuation(handler_call_details)
 
 
+class _Post:
+    """Hands items from other threads to queues of one event loop, waking the loop once per
+    batch: the scheduler thread puts an offer into every participant's outbox at once (3,000
+    at fan-in), and one ``call_soon_threadsafe`` each would write the loop's self-pipe 3,000
+    times."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[asyncio.Queue, object]] = collections.deque()
+        self._scheduled = False
+
+    def put(self, queue: asyncio.Queue, item: object) -> None:
+        self._items.append((queue, item))  # atomic; the drain below takes it
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def flush(self) -> None:
+        """Deliver what is waiting (on the loop's thread only)."""
+        if self._items:
+            self._drain()
+
+    def _drain(self) -> None:
+        self._scheduled = False  # first: an item appended from now on schedules a new drain
+        items = self._items
+        while items:
+            queue, item = items.popleft()
+            queue.put_nowait(item)
+
+
+_posts: dict[asyncio.AbstractEventLoop, _Post] = {}
+_posts_lock = threading.Lock()
+
+
+def _post_for(loop: asyncio.AbstractEventLoop) -> _Post:
+    with _posts_lock:
+        post = _posts.get(loop)
+        if post is None:
+            for old in [x for x in _posts if x.is_closed()]:
+                del _posts[old]
+            post = _posts[loop] = _Post(loop)
+        return post
+
+
 class _Bridge:
     """A queue the (threaded) core puts into and an asyncio handler awaits.
 
-    ``put`` may be called from any thread; items reach the event loop that created the bridge.
+    ``put`` may be called from any thread; items reach the event loop that created the bridge
+    in the order each thread put them.
     """
 
     def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue = asyncio.Queue()
         self._thread = threading.get_ident()
+        self._post = _post_for(loop)
 
     def put(self, item: object) -> None:
-        if threading.get_ident() == self._thread:  # on the loop: no self-pipe wake-up needed
+        if threading.get_ident() == self._thread:  # on the loop: no wake-up needed
+            self._post.flush()  # what other threads put before goes first
             self._queue.put_nowait(item)
         else:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+            self._post.put(self._queue, item)
 
     async def get(self) -> object:
         return await self._queue.get()
