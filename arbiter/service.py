@@ -19,8 +19,10 @@ import collections
 import logging
 import threading
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import _async as health_async
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -209,6 +211,17 @@ def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
     raise TypeError(f"cannot send {item!r}")
 
 
+@dataclass(frozen=True)
+class _Abort:
+    """Ends a session's call with ``error``'s status (put by its reader task)."""
+
+    error: RequestError
+
+
+def _malformed(exc: DecodeError) -> RequestError:
+    return RequestError(Code.INVALID_ARGUMENT, f"malformed session message: {exc}")
+
+
 class AppMasterService(rpc.AppMasterServicer):
     def __init__(self, core: ArbiterCore) -> None:
         self.core = core
@@ -238,7 +251,10 @@ class AppMasterService(rpc.AppMasterServicer):
 
     async def Session(self, request_iterator, context) -> AsyncIterator[pb.ArbiterMessage]:
         token = _metadata(context, "x-app-token")
-        first = await anext(aiter(request_iterator), None)
+        try:
+            first = await anext(aiter(request_iterator), None)
+        except DecodeError as exc:
+            await _abort(context, _malformed(exc), self.core)
         if first is None:
             return
         try:
@@ -276,6 +292,8 @@ class AppMasterService(rpc.AppMasterServicer):
                         outbox.put(err)  # reported on the stream; the session stays open
             except (grpc.RpcError, asyncio.CancelledError):
                 pass
+            except DecodeError as exc:  # not an AgentMessage: the call ends, refused
+                outbox.put(_Abort(_malformed(exc)))
             finally:
                 outbox.put(CLOSE)
 
@@ -285,6 +303,8 @@ class AppMasterService(rpc.AppMasterServicer):
                 item = await outbox.get()
                 if item is CLOSE:
                     break
+                if isinstance(item, _Abort):
+                    await _abort(context, item.error, self.core)
                 yield _outbound(item, self.core.cluster)
         finally:
             reader.cancel()
