@@ -220,16 +220,18 @@ async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event
     await asyncio.gather(task, return_exceptions=True)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and its children (the auction worker)."""
-    procs = [psutil.Process(pid)]
-    procs += procs[0].children(recursive=True)
-    total = 0.0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            t = p.cpu_times()
-            total += t.user + t.system
-    return total
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User + system CPU seconds of ``pid`` and of its children (the auction worker)."""
+    main = psutil.Process(pid)
+    out = []
+    for procs in ([main], main.children(recursive=True)):
+        total = 0.0
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        out.append(total)
+    return out[0], out[1]
 
 
 def own_cpu_seconds() -> float:
@@ -280,13 +282,13 @@ async def run_part(
     beat_kind = HEARTBEAT[transport]
     errors0 = sum(stats.errors.values())
     r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
-    cpu0 = (cpu_seconds(server_pid) if main else 0.0, own_cpu_seconds())
+    cpu0 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
     t0 = time.perf_counter()
     for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
-    cpu1 = (cpu_seconds(server_pid) if main else 0.0, own_cpu_seconds())
+    cpu1 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
     r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
     delivered = len(stats.lat[beat_kind])
     stop.set()
@@ -302,7 +304,8 @@ async def run_part(
         "up": stats.ready,
         "elapsed": elapsed,
         "ramp_s": ramp_s,
-        "server_cpu": cpu1[0] - cpu0[0],
+        "server_cpu": cpu1[0][0] - cpu0[0][0],
+        "auction_cpu": cpu1[0][1] - cpu0[0][1],
         "client_cpu": cpu1[1] - cpu0[1],
         "rounds": r1 - r0,
         "share_updates": stats.share_updates,
@@ -374,9 +377,12 @@ def run_load(
         "seconds": round(elapsed, 1),
         "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
         "agents_up": sum(r["up"] for r in results) - subs,
-        # cores busy while measuring: the arbiter (with its auction worker), the load generator
+        # cores busy while measuring: the arbiter's process (gRPC, sessions, the scheduling
+        # loop: what fan-in costs), its niced auction worker (which takes what is left, up to
+        # the time budget per round), the load generator
         "server_cores": round(server_cores, 3),
         "server_cores_per_1000_agents": round(server_cores * 1000 / agents, 3),
+        "auction_cores": round(main_part["auction_cpu"] / elapsed, 3),
         "client_cores": round(sum(r["client_cpu"] for r in results) / elapsed, 2),
         # heartbeat round trips: offered (one per Agent per second) and answered, per second
         "heartbeats_offered_per_s": float(agents),
@@ -478,7 +484,8 @@ def fmt(rec: dict) -> str:
         f"/{rec['heartbeats_offered_per_s']:.0f} per s  p50 {p50 or float('nan'):7.1f} ms  "
         f"p99 {p99 or float('nan'):7.1f} ms  errors {rec['errors']}  "
         f"arbiter {rec['server_cores']:.2f} cores ({rec['server_cores_per_1000_agents']:.2f} per "
-        f"1000 Agents)  load {rec['client_cores']:.2f}  rounds/s {rec['rounds_per_s']:.2f}  "
+        f"1000 Agents) + auction {rec['auction_cores']:.2f}  load {rec['client_cores']:.2f}  "
+        f"rounds/s {rec['rounds_per_s']:.2f}  "
         + "  ".join(
             f"{k} p50 {v['p50_ms']:.0f} p99 {v['p99_ms']:.0f}"
             for k, v in rec["per_type"].items()
