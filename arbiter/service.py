@@ -90,7 +90,9 @@ class _Post:
     """Hands items from other threads to queues of one event loop, waking the loop once per
     batch: the scheduler thread puts an offer into every participant's outbox at once (3,000
     at fan-in), and one ``call_soon_threadsafe`` each would write the loop's self-pipe 3,000
-    times."""
+    times. A batch is delivered :data:`_POST_CHUNK` items per turn of the loop, so the
+    heartbeats that arrive meanwhile are read (and answered) between chunks instead of after
+    the whole burst."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -98,24 +100,28 @@ class _Post:
         self._scheduled = False
 
     def put(self, queue: asyncio.Queue, item: object) -> None:
-        self._items.append((queue, item))  # atomic; the drain below takes it
+        self._items.append((queue, item))  # atomic; a drain takes it
         if not self._scheduled:
             self._scheduled = True
             self._loop.call_soon_threadsafe(self._drain)
 
-    def flush(self) -> None:
-        """Deliver what is waiting (on the loop's thread only)."""
-        if self._items:
-            self._drain()
-
     def _drain(self) -> None:
-        self._scheduled = False  # first: an item appended from now on schedules a new drain
         items = self._items
-        while items:
+        for _ in range(_POST_CHUNK):
+            if not items:
+                break
             queue, item = items.popleft()
             queue.put_nowait(item)
+        if items:  # the rest on the next turn, after the loop has polled its sockets
+            self._loop.call_soon(self._drain)
+            return
+        self._scheduled = False
+        if items:  # appended by a thread that still saw a drain scheduled
+            self._scheduled = True
+            self._loop.call_soon(self._drain)
 
 
+_POST_CHUNK = 64
 _posts: dict[asyncio.AbstractEventLoop, _Post] = {}
 _posts_lock = threading.Lock()
 
@@ -134,7 +140,7 @@ class _Bridge:
     """A queue the (threaded) core puts into and an asyncio handler awaits.
 
     ``put`` may be called from any thread; items reach the event loop that created the bridge
-    in the order each thread put them.
+    in the order each thread put them, and :data:`CLOSE` comes after everything put before it.
     """
 
     def __init__(self) -> None:
@@ -144,10 +150,9 @@ class _Bridge:
         self._post = _post_for(loop)
 
     def put(self, item: object) -> None:
-        if threading.get_ident() == self._thread:  # on the loop: no wake-up needed
-            self._post.flush()  # what other threads put before goes first
-            self._queue.put_nowait(item)
-        else:
+        if threading.get_ident() == self._thread and item is not CLOSE:
+            self._queue.put_nowait(item)  # on the loop (an ack, an error): no wake-up needed
+        else:  # CLOSE queues behind what other threads put before (an allocation)
             self._post.put(self._queue, item)
 
     async def get(self) -> object:
@@ -177,31 +182,31 @@ async def _abort(context: grpc.aio.ServicerContext, err: RequestError, core: Arb
     await context.abort(_STATUS[err.code], err.message)
 
 
-# The core puts one Offer object into every participant's outbox: build its message once.
-_offer_cache: collections.OrderedDict[int, tuple[Offer, pb.ArbiterMessage]] = (
-    collections.OrderedDict()
-)
+# The core puts one Offer object into every participant's outbox: serialize its message once
+# (3,000 participants at fan-in were 3,000 serializations of the same message).
+_offer_cache: collections.OrderedDict[int, tuple[Offer, bytes]] = collections.OrderedDict()
 _offer_lock = threading.Lock()
 
 
-def _offer_to_pb(item: Offer, cluster: Cluster) -> pb.ArbiterMessage:
+def _offer_bytes(item: Offer, cluster: Cluster) -> bytes:
     with _offer_lock:
         hit = _offer_cache.get(id(item))
         if hit is not None and hit[0] is item:
             return hit[1]
-    msg = pb.ArbiterMessage(offer=offer_to_pb(item, cluster))
+    data = pb.ArbiterMessage(offer=offer_to_pb(item, cluster)).SerializeToString()
     with _offer_lock:
-        _offer_cache[id(item)] = (item, msg)
+        _offer_cache[id(item)] = (item, data)
         while len(_offer_cache) > 8:
             _offer_cache.popitem(last=False)
-    return msg
+    return data
 
 
-def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
+def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage | bytes:
+    """The message for an outbox item, or its bytes when already serialized (an offer)."""
     if isinstance(item, pb.ArbiterMessage):  # built on the loop (a heartbeat's ack)
         return item
     if isinstance(item, Offer):
-        return _offer_to_pb(item, cluster)
+        return _offer_bytes(item, cluster)
     if isinstance(item, Allocation):
         return pb.ArbiterMessage(allocation=allocation_to_pb(item))
     if isinstance(item, Revocation):
@@ -209,6 +214,42 @@ def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
     if isinstance(item, RequestError):
         return pb.ArbiterMessage(error=session_error_to_pb(item))
     raise TypeError(f"cannot send {item!r}")
+
+
+def _serialize_session(msg: pb.ArbiterMessage | bytes) -> bytes:
+    """The Session stream's response serializer: messages, and bytes passed through."""
+    return msg if isinstance(msg, bytes) else msg.SerializeToString()
+
+
+class _Captured:
+    """Takes the method handlers a generated ``add_*Servicer_to_server`` registers."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(self, name: str, handlers: dict) -> None:
+        self.name, self.handlers = name, dict(handlers)
+
+
+def _add_appmaster(servicer: rpc.AppMasterServicer, server: grpc.aio.Server) -> None:
+    """``rpc.add_AppMasterServicer_to_server`` with the Session stream's serializer taking
+    pre-serialized bytes too (the offers)."""
+    captured = _Captured()
+    rpc.add_AppMasterServicer_to_server(servicer, captured)
+    session = captured.handlers["Session"]
+    captured.handlers["Session"] = grpc.stream_stream_rpc_method_handler(
+        session.stream_stream,
+        request_deserializer=session.request_deserializer,
+        response_serializer=_serialize_session,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(captured.name, captured.handlers),)
+    )
+    server.add_registered_method_handlers(captured.name, captured.handlers)
 
 
 @dataclass(frozen=True)
@@ -249,7 +290,7 @@ class AppMasterService(rpc.AppMasterServicer):
             heartbeat_timeout_s=cfg["arbiter.heartbeat.timeout.seconds"],
         )
 
-    async def Session(self, request_iterator, context) -> AsyncIterator[pb.ArbiterMessage]:
+    async def Session(self, request_iterator, context) -> AsyncIterator[pb.ArbiterMessage | bytes]:
         token = _metadata(context, "x-app-token")
         try:
             first = await anext(aiter(request_iterator), None)
@@ -501,7 +542,7 @@ async def build_server(
             ("grpc.server.max_pending_requests_hard_limit", 40000),
         ],
     )
-    rpc.add_AppMasterServicer_to_server(AppMasterService(core), server)
+    _add_appmaster(AppMasterService(core), server)
     rpc.add_QueryShareServicer_to_server(QueryShareService(core), server)
     rpc.add_AdminServicer_to_server(AdminService(core), server)
     health_servicer = health_async.HealthServicer()

@@ -16,7 +16,7 @@ from arbiter.cluster import shorthand_cluster
 from arbiter.config import load_config
 from arbiter.core import ArbiterCore
 from arbiter.journal import SQLiteJournal
-from arbiter.messages import Code, RequestError
+from arbiter.messages import CLOSE, Code, RequestError
 from arbiter.service import _Bridge, _Post
 from arbiter.sessions import Progress
 from arbiter.wire import heartbeat_from_pb, progress_from_pb
@@ -121,14 +121,15 @@ def test_items_from_another_thread_arrive_in_order_with_one_wake_up_per_burst() 
         worker = threading.Thread(target=burst)
         worker.start()
         worker.join()  # the loop did not run meanwhile: one drain is pending
-        a.put("on the loop")  # delivered after what the other thread put before
+        b.put("ack")  # on the loop: at once, ahead of the pending burst
+        a.put(CLOSE)  # on the loop, but after what other threads put before
         got_a = [await a.get() for _ in range(251)]
-        got_b = [await b.get() for _ in range(250)]
+        got_b = [await b.get() for _ in range(251)]
         return got_a, got_b, wakeups
 
     got_a, got_b, wakeups = asyncio.run(run())
-    assert got_a == [*range(1, 500, 2), "on the loop"]
-    assert got_b == list(range(0, 500, 2))
+    assert got_a == [*range(1, 500, 2), CLOSE]
+    assert got_b == ["ack", *range(0, 500, 2)]
     assert wakeups == 1
 
 
