@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 from support import wait_for
-from support.arbiter import ADMIN, CLUSTER, channel
+from support.arbiter import ADMIN, CLUSTER, channel, hyperband_agent
 
 from arbiter.config import load_config
 from arbiter.server import RunningArbiter
@@ -246,3 +246,18 @@ def test_the_unary_report_progress_still_works(arbiter: RunningArbiter) -> None:
         stub.ReportProgress(report(iter_time_s=1.0), metadata=[("x-app-token", "forged")])
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert arbiter.core.sessions.progress[reg.app_id] == Progress(5.0, 5.0, 0.5)
+
+
+def test_the_agent_reports_progress_in_its_acked_heartbeats(arbiter: RunningArbiter) -> None:
+    agent = hyperband_agent(arbiter.port, 4)  # heartbeats every 0.2 s
+    try:
+        agent.report_progress("trial-1", 10, 90, 0.5, [GPU])
+        agent.report_progress("trial-2", 20, 80, 0.25)  # the same heartbeat: the latest kept
+        progress = arbiter.core.sessions.progress
+        wait_for("the reports", lambda: progress.get(agent.app_id) == Progress(20, 80, 0.25), 10)
+        wait_for("an ack", lambda: agent.heartbeat_rtt is not None, 10)
+        assert agent.heartbeat_rtt is not None and 0 < agent.heartbeat_rtt < 10
+        assert agent.arbiter_rho is not None and agent.arbiter_rho > 0
+        assert not agent.errors, agent.errors
+    finally:
+        agent.stop()
