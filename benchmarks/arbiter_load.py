@@ -1,20 +1,28 @@
-"""Arbiter under load: N concurrent Agents over gRPC against a served arbiter (one process).
+"""Arbiter under load: N concurrent Agents over gRPC against a served arbiter, ours against the
+previous one in the same run.
 
-The arbiter runs as ``yarn-arbiter serve`` in its own process on ``themis-sim-256``; this
-process drives N Agents with grpc.aio: each registers, keeps a Session stream open with a
-heartbeat message every second, sends a ``ReportProgress`` call every second (the unary
-heartbeat whose latency is measured), and answers every offer with a bid of a few rows drawn
-from the offer. A tenth as many Hive query jobs subscribe to their fair share. Reported: RPCs/s,
-p50/p99 latency per RPC type, offer-to-allocation latency, auction rounds/s, errors. Leases
-last 3 s so that rounds keep coming; ``p99_ms`` is the worst steady-state unary RPC (the
-heartbeat ``ReportProgress``); ``RegisterApp`` happens in one burst at start and is reported
-apart.
+Each arbiter runs as ``yarn-arbiter serve`` in its own process on ``themis-sim-256`` (3-second
+leases, so that rounds keep coming); this process drives N Agents with grpc.aio: each registers,
+keeps a Session stream open, sends a heartbeat and a progress report every second and answers
+every offer with a bid of a few rows drawn from the offer; N/10 Hive query jobs subscribe to
+their fair share. Three configurations, at each Agent count:
 
-Sweep several agent counts to find the knee: ``--agents 10,100,300,1000``. Writes
-``benchmarks/results/arbiter_load.json`` (one record per agent count with the keys ``agents``,
-``rpcs_per_s``, ``p99_ms`` (worst unary RPC type) and ``errors``).
+* ``previous/unary``: the arbiter of ``--previous-rev`` (``git archive`` of the commit before
+  the stream heartbeat), driven the way it is spoken to: a Heartbeat on the stream and a unary
+  ``ReportProgress`` call each second, whose round trip is the heartbeat's;
+* ``ours/unary``: this tree's arbiter, driven the same way (existing clients);
+* ``ours/stream``: this tree's arbiter, one Heartbeat on the stream carrying the progress report
+  and asking for a ``HeartbeatAck``, whose round trip is the heartbeat's.
 
-Target (this 2-core machine): 1,000 Agents at one heartbeat per second with p99 <= 50 ms
+Latencies are taken after every Agent and subscriber is up and the registration burst's backlog
+has drained (at most 30 s). Reported per run: heartbeat round trips answered per second against
+the N offered, their p50/p99, errors (a late bid refused, a heartbeat unanswered in 5 s: every
+error counts), the arbiter's own CPU (cores, and per 1,000 Agents) apart from its niced auction
+worker's, the load generator's CPU, rounds/s, RegisterApp (a burst at start) and
+offer-to-allocation latency. ``--quick``: 1,000 and 3,000 Agents, 8 measured seconds each.
+Writes ``benchmarks/results/arbiter_load.json`` (``arbiter_load_quick.json`` with ``--quick``).
+
+Target (this 2-core machine, load generator included): 3,000 Agents with heartbeat p99 <= 50 ms
 and zero errors.
 """
 
@@ -70,6 +78,7 @@ class Stats:
         self.count = 0
         self.share_updates = 0
         self.ready = 0  # agents whose first heartbeat went through, subscribers subscribed
+        self.in_flight = 0  # heartbeats sent and not yet answered (or failed)
 
     def error(self, kind: str, details: str | None) -> None:
         self.errors[kind] += 1
@@ -121,6 +130,7 @@ async def agent(
                 if kind == "heartbeat_ack":
                     sent = beats.pop(msg.heartbeat_ack.seq, None)
                     if sent is not None:
+                        stats.in_flight -= 1
                         stats.record(HEARTBEAT[transport], time.perf_counter() - sent)
                         acked.set()
                 elif kind == "offer":
@@ -167,6 +177,7 @@ async def agent(
         seq += 1
         if transport == "stream":
             beats[seq] = time.perf_counter()
+            stats.in_flight += 1
             await outbox.put(
                 pb.AgentMessage(
                     heartbeat=pb.Heartbeat(
@@ -177,6 +188,7 @@ async def agent(
             late = [s for s, sent in beats.items() if time.perf_counter() - sent > ACK_TIMEOUT_S]
             for s in late:  # as a unary call's deadline would: an error, not a latency
                 del beats[s]
+                stats.in_flight -= 1
                 stats.error("Heartbeat ack DEADLINE_EXCEEDED", f"no ack in {ACK_TIMEOUT_S} s")
             if first:
                 with contextlib.suppress(TimeoutError):
@@ -184,11 +196,13 @@ async def agent(
         else:
             await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=time.time())))
             t = time.perf_counter()
+            stats.in_flight += 1
             try:
                 await stub.ReportProgress(report, metadata=md, timeout=ACK_TIMEOUT_S)
                 stats.record(HEARTBEAT[transport], time.perf_counter() - t)
             except grpc.RpcError as exc:
                 stats.error(f"ReportProgress {exc.code().name}", exc.details())
+            stats.in_flight -= 1
         if first:
             first = False
             stats.ready += 1
@@ -278,7 +292,13 @@ async def run_part(
         await asyncio.sleep(0.1)
     await asyncio.get_running_loop().run_in_executor(None, sync.wait, 240)
     ramp_s = time.perf_counter() - t_ramp
+    # warm-up: a few seconds, and until the registration burst's backlog of heartbeats has
+    # drained (at most 30 s more; what is left is measured)
     await asyncio.sleep(min(3.0, seconds / 3))
+    t_settle = time.perf_counter()
+    while stats.in_flight > max(10, len(ks) // 10) and time.perf_counter() - t_settle < 30:
+        await asyncio.sleep(0.2)
+    settle_s = time.perf_counter() - t_settle
     beat_kind = HEARTBEAT[transport]
     errors0 = sum(stats.errors.values())
     r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
@@ -304,6 +324,7 @@ async def run_part(
         "up": stats.ready,
         "elapsed": elapsed,
         "ramp_s": ramp_s,
+        "settle_s": settle_s,
         "server_cpu": cpu1[0][0] - cpu0[0][0],
         "auction_cpu": cpu1[0][1] - cpu0[0][1],
         "client_cpu": cpu1[1] - cpu0[1],
@@ -376,6 +397,7 @@ def run_load(
         "load_processes": procs,
         "seconds": round(elapsed, 1),
         "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
+        "settle_s": round(max(r["settle_s"] for r in results), 1),  # the backlog's drain
         "agents_up": sum(r["up"] for r in results) - subs,
         # cores busy while measuring: the arbiter's process (gRPC, sessions, the scheduling
         # loop: what fan-in costs), its niced auction worker (which takes what is left, up to
