@@ -405,6 +405,11 @@ def run_load(
         "server_cores": round(server_cores, 3),
         "server_cores_per_1000_agents": round(server_cores * 1000 / agents, 3),
         "auction_cores": round(main_part["auction_cpu"] / elapsed, 3),
+        # the arbiter's CPU per heartbeat answered (rounds included): its cost, whether or
+        # not the machine gave it the cores to keep up
+        "server_cpu_ms_per_heartbeat": round(
+            main_part["server_cpu"] * 1e3 / max(1, sum(r["delivered"] for r in results)), 3
+        ),
         "client_cores": round(sum(r["client_cpu"] for r in results) / elapsed, 2),
         # heartbeat round trips: offered (one per Agent per second) and answered, per second
         "heartbeats_offered_per_s": float(agents),
@@ -506,7 +511,8 @@ def fmt(rec: dict) -> str:
         f"/{rec['heartbeats_offered_per_s']:.0f} per s  p50 {p50 or float('nan'):7.1f} ms  "
         f"p99 {p99 or float('nan'):7.1f} ms  errors {rec['errors']}  "
         f"arbiter {rec['server_cores']:.2f} cores ({rec['server_cores_per_1000_agents']:.2f} per "
-        f"1000 Agents) + auction {rec['auction_cores']:.2f}  load {rec['client_cores']:.2f}  "
+        f"1000 Agents, {rec['server_cpu_ms_per_heartbeat']:.3f} ms per heartbeat) + auction "
+        f"{rec['auction_cores']:.2f}  load {rec['client_cores']:.2f}  "
         f"rounds/s {rec['rounds_per_s']:.2f}  "
         + "  ".join(
             f"{k} p50 {v['p50_ms']:.0f} p99 {v['p99_ms']:.0f}"
