@@ -262,10 +262,12 @@ async def run_part(
     server_pid: int,
     sync,
     main: bool,
+    profile: str = "",
 ) -> dict:
     """One load process: agents ``ks`` and ``subscribers`` share subscribers. Every part ramps
     up, meets the others at ``sync`` (a barrier), warms up and measures for ``seconds``; the
-    ``main`` part also reads the round counter and the arbiter's CPU time."""
+    ``main`` part also reads the round counter and the arbiter's CPU time, and samples the
+    arbiter with py-spy into the file ``profile`` (when given) while measuring."""
     stats = Stats()
     stop = asyncio.Event()
     channels = [
@@ -303,6 +305,13 @@ async def run_part(
     errors0 = sum(stats.errors.values())
     r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
     cpu0 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
+    spy = None
+    if profile and main:
+        spy = subprocess.Popen(
+            [PY_SPY, "record", "--pid", str(server_pid), "--duration", str(int(seconds)),
+             "--rate", "50", "--native", "--format", "raw", "--output", profile],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
     t0 = time.perf_counter()
     for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
@@ -311,6 +320,8 @@ async def run_part(
     cpu1 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
     r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
     delivered = len(stats.lat[beat_kind])
+    if spy is not None:
+        await asyncio.get_running_loop().run_in_executor(None, spy.wait, 120)
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     for ch in channels:
@@ -342,7 +353,13 @@ def _part_process(args: tuple, sync, out) -> None:
 
 
 def run_load(
-    port: int, agents: int, seconds: float, transport: str, server_pid: int, procs: int = 1
+    port: int,
+    agents: int,
+    seconds: float,
+    transport: str,
+    server_pid: int,
+    procs: int = 1,
+    profile: str = "",
 ) -> dict:
     """Drive ``agents`` Agents (and a tenth as many share subscribers) over ``transport`` from
     ``procs`` load processes; merge their measurements into one record."""
@@ -351,11 +368,11 @@ def run_load(
     cut = [agents * p // procs for p in range(procs + 1)]
     parts = [
         (port, range(cut[p], cut[p + 1]), subs * (p + 1) // procs - subs * p // procs, seconds,
-         transport, server_pid, p == 0)
+         transport, server_pid, p == 0, profile)
         for p in range(procs)
     ]  # fmt: skip
     if procs == 1:
-        results = [asyncio.run(run_part(*parts[0][:6], threading.Barrier(1), parts[0][6]))]
+        results = [asyncio.run(run_part(*parts[0][:6], threading.Barrier(1), *parts[0][6:]))]
     else:
         ctx = multiprocessing.get_context("spawn")
         sync, out = ctx.Barrier(procs), ctx.Queue()
@@ -451,9 +468,16 @@ def previous_tree(rev: str, into: Path) -> Path:
 
 
 def serve_and_load(
-    root: Path, agents: int, seconds: float, transport: str, policy: str, procs: int
+    root: Path,
+    agents: int,
+    seconds: float,
+    transport: str,
+    policy: str,
+    procs: int,
+    profile: str = "",
 ) -> dict:
-    """Serve the arbiter of the tree ``root`` in its own process and drive it."""
+    """Serve the arbiter of the tree ``root`` in its own process and drive it (``profile``: a
+    py-spy raw file to sample it into while measuring)."""
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()
         token_file = Path(tmp) / "admin"
@@ -482,7 +506,9 @@ def serve_and_load(
             )  # fmt: skip
             try:
                 wait_serving(port, server)
-                return run_load(port, agents, seconds, transport, server.pid, procs=procs)
+                return run_load(
+                    port, agents, seconds, transport, server.pid, procs=procs, profile=profile
+                )
             finally:
                 server.terminate()
                 server.wait(timeout=30)
@@ -502,6 +528,50 @@ def wait_serving(port: int, server: subprocess.Popen, timeout: float = 60.0) -> 
             return
         time.sleep(0.1)
     raise RuntimeError(f"the arbiter did not listen on {port} within {timeout} s")
+
+
+# py-spy (the test extra) beside this interpreter, else on the PATH
+PY_SPY = str(next((p for p in [Path(sys.executable).parent / "py-spy"] if p.is_file()), "py-spy"))
+# What a py-spy --native sample of the served arbiter is spending its time on, by its leaf frame
+# (and for Python leaves, the module it is in); idle waits are left out.
+_GROUPS = (
+    ("gRPC transport (syscalls, gRPC core)", ("sendmsg", "recv", "write", "read", "syscall",
+                                              "cygrpc", "libgrpc", "getpid", "madvise")),
+    ("cyclic GC", ("gc_collect",)),
+    ("protobuf", ("_message", "upb")),
+    ("asyncio", ("asyncio/",)),
+    ("scheduling loop, journal, telemetry", ("arbiter/scheduler", "arbiter/lease_book",
+                                             "arbiter/journal", "arbiter/sqlite_store",
+                                             "arbiter/telemetry", "arbiter/history",
+                                             "arbiter/policies", "arbiter/share_hub",
+                                             "arbiter/server", "_loop_ticks")),
+    ("sessions: service and core per message", ("arbiter/",)),
+)  # fmt: skip
+_IDLE = ("epoll_wait", "Condition.wait", "Event.wait", "EpollSelector.select", "pthread_cond")
+
+
+def profile_summary(raw: Path, top: int = 15) -> dict:
+    """Shares of the busy samples of a py-spy raw file: by group, and the top leaf frames."""
+    groups: dict[str, int] = defaultdict(int)
+    leaves: dict[str, int] = defaultdict(int)
+    busy = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")
+        leaf, tail = frames[-1], ";".join(frames[-3:])
+        if any(x in tail for x in _IDLE) or leaf.startswith("0x"):
+            continue  # waiting (a futex or an epoll), or an unnamed libc frame
+        busy += int(n)
+        leaves[leaf] += int(n)
+        name = next((g for g, keys in _GROUPS if any(k in leaf for k in keys)), "other")
+        groups[name] += int(n)
+    share = {k: round(v / max(1, busy), 3) for k, v in sorted(groups.items(), key=lambda x: -x[1])}
+    leaf_share = sorted(leaves.items(), key=lambda x: -x[1])[:top]
+    return {
+        "busy_samples": busy,
+        "groups": share,
+        "top_frames": {k: round(v / max(1, busy), 3) for k, v in leaf_share},
+    }
 
 
 def fmt(rec: dict) -> str:
@@ -546,6 +616,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="1,000 and 3,000 Agents, 8 measured seconds each"
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="sample the served arbiter with py-spy (--native) while measuring, into this "
+        "directory (<config>-<agents>.raw), and add the summary to each record (py-spy stops the "
+        "arbiter to sample it: CPU and latency of a profiled run are not comparable)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -565,10 +643,18 @@ def main(argv: list[str] | None = None) -> int:
         for n in counts:
             for config in configs:
                 server, transport = CONFIGS[config]
+                raw = None
+                if args.profile is not None:
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    raw = args.profile / f"{config.replace('/', '-')}-{n}.raw"
                 rec = serve_and_load(
-                    roots[server], n, args.seconds, transport, args.policy, args.load_processes
-                )
+                    roots[server], n, args.seconds, transport, args.policy, args.load_processes,
+                    profile=str(raw or ""),
+                )  # fmt: skip
                 rec = {"config": config, "server": server, **rec}
+                if raw is not None and raw.is_file():
+                    rec["profile"] = profile_summary(raw)
+                    print(f"  profile of the arbiter: {rec['profile']['groups']}")
                 records.append(rec)
                 print(fmt(rec), flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
