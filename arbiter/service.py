@@ -8,6 +8,12 @@ input never reaches the core half-parsed: a malformed bid (NaN or non-positive Ï
 too many rows) is rejected with INVALID_ARGUMENT naming the field, and state is unchanged.
 Every refused credential is logged.
 
+Fan-in (thousands of Agents on one event loop): a heartbeat with ``want_ack`` is answered on
+the Session stream with a ``HeartbeatAck``, its batched progress reports applied under one lock
+(the unary ``ReportProgress`` stays for existing clients); items from the scheduler thread reach
+the loop in batches, one wake-up per burst; an offer is serialized once for all its
+participants. ``benchmarks/arbiter_load.py`` measures it.
+
 :func:`build_server` assembles the gRPC server: the three services, the standard health and
 reflection services, a message-size limit, and TLS / mutual TLS from certificate files.
 """
