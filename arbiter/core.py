@@ -114,6 +114,7 @@ class ArbiterCore:
         self.journal_error: str | None = None
         self.health_listeners: list[Callable[[bool], None]] = []
         self._next_probe = 0.0
+        self._next_expiry = -math.inf  # abandoned apps are looked for once a second
 
     # ------------------------------------------------------------------ health
 
@@ -595,7 +596,9 @@ class ArbiterCore:
             idle = self.config["arbiter.query.idle-expiry.seconds"]
             for job_id in self.shares.expire(now, idle):
                 log.info("query %s unregistered: no share stream open for %g s", job_id, idle)
-            self._expire_abandoned_apps(now)
+            if now >= self._next_expiry:  # a walk over every app; the limit is in hours
+                self._next_expiry = now + 1.0
+                self._expire_abandoned_apps(now)
             try:
                 with self._writing():
                     work = self.scheduler.step(now, self.config, self.cluster)
