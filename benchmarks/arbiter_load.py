@@ -75,6 +75,8 @@ class Stats:
         self.lat: dict[str, list[float]] = defaultdict(list)
         self.errors: dict[str, int] = defaultdict(int)
         self.examples: dict[str, str] = {}  # the first message of each kind of error
+        self.slow: list[float] = []  # when each heartbeat slower than 50 ms was sent
+        self.offers: dict[int, float] = {}  # round -> when its first offer arrived
         self.count = 0
         self.share_updates = 0
         self.ready = 0  # agents whose first heartbeat went through, subscribers subscribed
@@ -132,10 +134,13 @@ async def agent(
                     if sent is not None:
                         stats.in_flight -= 1
                         stats.record(HEARTBEAT[transport], time.perf_counter() - sent)
+                        if time.perf_counter() - sent > 0.05:
+                            stats.slow.append(sent)
                         acked.set()
                 elif kind == "offer":
                     o = msg.offer
                     offered_at[o.round] = time.perf_counter()
+                    stats.offers.setdefault(o.round, offered_at[o.round])
                     ids = [g.id for g in o.gpus]
                     now = time.time()
                     room = demand - sum(1 for end in held.values() if end > now)
@@ -200,6 +205,8 @@ async def agent(
             try:
                 await stub.ReportProgress(report, metadata=md, timeout=ACK_TIMEOUT_S)
                 stats.record(HEARTBEAT[transport], time.perf_counter() - t)
+                if time.perf_counter() - t > 0.05:
+                    stats.slow.append(t)
             except grpc.RpcError as exc:
                 stats.error(f"ReportProgress {exc.code().name}", exc.details())
             stats.in_flight -= 1
@@ -315,6 +322,7 @@ async def run_part(
     t0 = time.perf_counter()
     for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
+    stats.slow.clear()
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
     cpu1 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
@@ -328,6 +336,11 @@ async def run_part(
         await ch.close()
     return {
         "lat": dict(stats.lat),
+        # heartbeats slower than 50 ms sent within a second after a round's first offer
+        "slow": len(stats.slow),
+        "slow_in_round": sum(
+            1 for t in stats.slow if any(0 <= t - o <= 1.0 for o in stats.offers.values())
+        ),
         "errors": dict(stats.errors),
         "errors_measured": sum(stats.errors.values()) - errors0,
         "error_examples": stats.examples,
@@ -440,6 +453,9 @@ def run_load(
         "error_kinds": dict(errors),
         "error_examples": examples,
         "rounds_per_s": round(main_part["rounds"] / elapsed, 2),
+        # where the tail is: heartbeats over 50 ms, and those sent within 1 s after an offer
+        "slow_heartbeats": sum(r["slow"] for r in results),
+        "slow_heartbeats_in_rounds": sum(r["slow_in_round"] for r in results),
         "share_updates": sum(r["share_updates"] for r in results),
         "per_type": per_type,
     }
