@@ -1,7 +1,8 @@
 """The Agent library: what an ML application master links to bid for GPU leases (Themis §4.3).
 
 An :class:`Agent` sits beside the app scheduler (Hyperband, a single trainer, ...). It
-registers the app, keeps one ``Session`` stream open, heartbeats, reports ρ, answers every
+registers the app, keeps one ``Session`` stream open, heartbeats (carrying the progress reports
+of :meth:`Agent.report_progress`, acked by the arbiter), reports ρ, answers every
 offer with one bid computed by the real bid generator (:func:`arbiter.bids.generate_bid`) from
 the app's ρ estimator, and hands allocations and revocations to the app through callbacks. On a
 broken stream it reconnects with exponential backoff (0.1 s doubling to 5 s,
@@ -32,7 +33,12 @@ from arbiter.cluster import GPU, Cluster
 from arbiter.fairness import AppScheduler, rho_performance_curve, rho_successive_halving
 from arbiter.placement import LocalityModel, Placement, SlowdownModel, placement_of
 from arbiter.retry import STREAM_RECONNECT, Retry
-from arbiter.wire.appmaster import bid_to_pb, lease_from_pb, offer_from_pb
+from arbiter.wire.appmaster import (
+    MAX_HEARTBEAT_REPORTS,
+    bid_to_pb,
+    lease_from_pb,
+    offer_from_pb,
+)
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
@@ -207,6 +213,12 @@ class Agent:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.connected = threading.Event()
+        # progress reports waiting for the next heartbeat, and what the last ack said
+        self._progress: list[pb.ProgressReport] = []
+        self._beats: dict[int, float] = {}  # seq -> when sent (monotonic), unacked
+        self._seq = 0
+        self.heartbeat_rtt: float | None = None  # seconds, the last acked heartbeat's
+        self.arbiter_rho: float | None = None  # the arbiter's ρ estimate in that ack
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -328,6 +340,47 @@ class Agent:
                     retry.reset()  # the next address soon: it may be the new active
             self.connected.clear()
 
+    def report_progress(
+        self,
+        job_id: str,
+        iters_done: int,
+        iters_remaining: int,
+        iter_time_s: float,
+        placement_gpu_ids: Sequence[str] = (),
+    ) -> None:
+        """Report a job's progress: it travels batched in the next heartbeat on the Session
+        stream (the arbiter acks the heartbeat with its ρ estimate: :attr:`arbiter_rho`), not
+        as a ``ReportProgress`` call of its own. At most the latest
+        :data:`arbiter.wire.appmaster.MAX_HEARTBEAT_REPORTS` wait. An arbiter older than the
+        stream heartbeat ignores them (call ``ReportProgress`` to reach one)."""
+        report = pb.ProgressReport(
+            job_id=job_id,
+            iters_done=iters_done,
+            iters_remaining=iters_remaining,
+            iter_time_s=iter_time_s,
+            placement_gpu_ids=list(placement_gpu_ids),
+        )
+        with self._lock:
+            self._progress.append(report)
+            del self._progress[:-MAX_HEARTBEAT_REPORTS]
+
+    def _heartbeat(self, now: float) -> pb.AgentMessage:
+        """The next heartbeat: it asks for an ack and carries the waiting reports."""
+        with self._lock:
+            reports, self._progress = self._progress, []
+            self._seq = seq = self._seq + 1
+            self._beats = {k: v for k, v in self._beats.items() if k > seq - 8}
+            self._beats[seq] = time.monotonic()
+        beat = pb.Heartbeat(sent_unix_s=now, seq=seq, want_ack=True, progress=reports)
+        return pb.AgentMessage(heartbeat=beat)
+
+    def _acked(self, ack: pb.HeartbeatAck) -> None:
+        with self._lock:
+            sent = self._beats.pop(ack.seq, None)
+        if sent is not None:
+            self.heartbeat_rtt = time.monotonic() - sent
+            self.arbiter_rho = ack.rho
+
     def _session(self) -> None:
         outbox: queue.Queue = queue.Queue()
         hello = pb.SessionHello(app_id=self.app_id, resume_after_round=self.last_round)
@@ -339,7 +392,7 @@ class Agent:
             while not (done.is_set() or self._stop.is_set()):
                 now = time.time()
                 if now - last_beat >= self.heartbeat_seconds:
-                    outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=now)))
+                    outbox.put(self._heartbeat(now))
                     last_beat = now
                 try:
                     yield outbox.get(timeout=0.05)
@@ -391,6 +444,8 @@ class Agent:
         elif kind == "error":
             self.errors.append((msg.error.code, msg.error.message))
             log.warning("agent %s: %s %s", self.app_id, msg.error.code, msg.error.message)
+        elif kind == "heartbeat_ack":
+            self._acked(msg.heartbeat_ack)
         elif kind == "rho_query":
             outbox.put(pb.AgentMessage(rho_report=pb.RhoReport(rho=self.rho_now())))
 

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from arbiter.admission import Credentials, anonymous_ok, check_credential, check_quota
 from arbiter.auction import Bid
@@ -48,7 +48,7 @@ from arbiter.messages import (
 )
 from arbiter.rounds import ArbiterState, Lease
 from arbiter.scheduler import PendingRound, SchedulerLoop
-from arbiter.sessions import AppSessions
+from arbiter.sessions import AppSessions, Progress
 from arbiter.share_hub import QueryJob, ShareHub
 from arbiter.shares import Resources, ShareCause
 from arbiter.sqlite_store import StoreError
@@ -121,6 +121,7 @@ class ArbiterCore:
         # arbiter does not act on them.
         self.plan_switch_listeners: list[Callable[[PlanSwitchRecord], None]] = []
         self._next_probe = 0.0
+        self._next_expiry = -math.inf  # abandoned apps are looked for once a second
 
     # ------------------------------------------------------------------ health
 
@@ -413,6 +414,14 @@ class ArbiterCore:
         with self._lock:
             self.sessions.heartbeat(app_id, self.clock())
 
+    def beat(self, app_id: str, reports: Sequence[Progress] = (), *, rho: bool = False) -> float:
+        """A heartbeat on the Session stream carrying the progress ``reports`` since the last
+        one, under one lock; returns ρ_current after them when ``rho`` (else NaN)."""
+        with self._lock:
+            now = self.clock()
+            self.sessions.beat(app_id, reports, now)
+            return self.scheduler.rho_current(app_id, now) if rho else math.nan
+
     def report_rho(self, app_id: str, rho: float) -> None:
         with self._lock:
             self.sessions.report_rho(app_id, rho, self.clock())
@@ -637,7 +646,9 @@ class ArbiterCore:
             idle = self.config["arbiter.query.idle-expiry.seconds"]
             for job_id in self.shares.expire(now, idle):
                 log.info("query %s unregistered: no share stream open for %g s", job_id, idle)
-            self._expire_abandoned_apps(now)
+            if now >= self._next_expiry:  # a walk over every app; the limit is in hours
+                self._next_expiry = now + 1.0
+                self._expire_abandoned_apps(now)
             try:
                 with self._writing():
                     work = self.scheduler.step(now, self.config, self.cluster)
