@@ -41,12 +41,12 @@ from syndicate.motifs import CommOp, ExecOption, expand
 
 RESULTS = Path(__file__).resolve().parent / "results"
 N = 4
-GPU_RATE = 40e6  # bytes/s per rank and direction on `gpu` (`cpu`: a quarter of it)
+GPU_RATE = 10e6  # bytes/s per rank and direction on `gpu` (`cpu`: a quarter of it)
 
 
 def _ops(scale: float) -> tuple[CommOp, ...]:
     # int64 elements. A ring AR moves 2(N-1)/N of its payload per rank; the AA 3 of its 4
-    # rows. Sized so AR on gpu ~ AA on cpu: 2*(3/4)*ar*8/40e6 = 3*aa*8/10e6.
+    # rows. Sized so AR on gpu ~ AA on cpu (at a quarter of the rate): 2*(3/4)*ar/G = 3*aa/(G/4).
     aa = int(12_000 * scale)
     ar = 8 * aa
     return (CommOp("ar", "AR", ar, N, 8), CommOp("aa", "AA", aa, N, 8))
