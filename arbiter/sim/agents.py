@@ -151,10 +151,7 @@ def app_remaining_time(
             continue
         if j.gang > size:
             return math.inf
-        if gpus is None:
-            rate = _iso_rate(j, cluster)
-        else:
-            rate = _rate_on(cluster, j, gpus)
+        rate = _iso_rate(j, cluster) if gpus is None else _rate_on(cluster, j, gpus)
         if not rate > 0:
             return math.inf
         times.append((rem / rate, j.gang))
