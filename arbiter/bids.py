@@ -30,11 +30,12 @@ and is why its p95 bid time is 334 ms (T:1269). We do not: (spec B.4 [ASSUMPTION
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from arbiter.auction import Bid
 from arbiter.cluster import Cluster
@@ -58,34 +59,58 @@ class _MachineFree:
     held: bool  # the app already holds GPUs on this machine
 
 
-def _free_by_machine(
-    cluster: Cluster, offered: frozenset[str], held: frozenset[str]
-) -> list[_MachineFree]:
+_OFFERS: dict[tuple[int, frozenset[str]], tuple[Cluster, tuple[_MachineFree, ...]]] = {}
+_OFFERS_MAX = 4_096
+
+
+def _offer_by_machine(cluster: Cluster, offered: frozenset[str]) -> tuple[_MachineFree, ...]:
+    """The offered GPUs per machine (fullest slot first), machines by free GPUs descending,
+    then name; memoised, since every bidder of a call prices the same offer."""
+    key = (id(cluster), offered)
+    hit = _OFFERS.get(key)
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
     slots: dict[str, list[str]] = defaultdict(list)
     for gid in offered:
         slots[cluster.gpu(gid).slot].append(gid)
     per_machine: dict[str, list[list[str]]] = defaultdict(list)
     for _slot, gids in slots.items():
         per_machine[cluster.gpu(gids[0]).machine].append(sorted(gids))
-    held_machines = {cluster.gpu(g).machine for g in held}
     out = []
     for machine, slot_lists in per_machine.items():
         slot_lists.sort(key=lambda s: (-len(s), s[0]))
         gpus = tuple(g for s in slot_lists for g in s)
-        out.append(_MachineFree(machine, cluster.gpu(gpus[0]).rack, gpus, machine in held_machines))
-    out.sort(key=lambda m: (not m.held, -len(m.gpus), m.name))
-    return out
+        out.append(_MachineFree(machine, cluster.gpu(gpus[0]).rack, gpus, False))
+    out.sort(key=lambda m: (-len(m.gpus), m.name))
+    if len(_OFFERS) >= _OFFERS_MAX:
+        _OFFERS.clear()
+    _OFFERS[key] = (cluster, tuple(out))
+    return tuple(out)
 
 
-def partitions(n: int, largest: int) -> list[tuple[int, ...]]:
+def _free_by_machine(
+    cluster: Cluster, offered: frozenset[str], held: frozenset[str]
+) -> list[_MachineFree]:
+    """The offer per machine; machines where the app holds GPUs first, then by free GPUs
+    descending, then name."""
+    machines = _offer_by_machine(cluster, offered)
+    if not held:
+        return list(machines)
+    held_machines = {cluster.gpu(g).machine for g in held}
+    near = [replace(m, held=True) for m in machines if m.name in held_machines]
+    return near + [m for m in machines if m.name not in held_machines]
+
+
+@functools.cache
+def partitions(n: int, largest: int) -> tuple[tuple[int, ...], ...]:
     """Integer partitions of n with parts <= largest, parts in descending order."""
     if n == 0:
-        return [()]
-    return [
+        return ((),)
+    return tuple(
         (first, *rest)
         for first in range(min(n, largest), 0, -1)
         for rest in partitions(n - first, first)
-    ]
+    )
 
 
 def _realise(machines: list[_MachineFree], parts: tuple[int, ...]) -> frozenset[str] | None:

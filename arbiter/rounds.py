@@ -157,19 +157,34 @@ def free_gpus(state: ArbiterState, t: float) -> frozenset[str]:
     return state.gpus - busy
 
 
-def holdings_at(
-    state: ArbiterState, t: float
-) -> tuple[dict[str, frozenset[str]], dict[str, set[str]]]:
+Holdings = tuple[Mapping[str, frozenset[str]], Mapping[str, frozenset[str]]]
+_HOLDINGS: dict[tuple[int, float], tuple[tuple[Lease, ...], Holdings]] = {}
+_HOLDINGS_MAX = 8
+
+
+def holdings_at(state: ArbiterState, t: float) -> Holdings:
     """Per app: the GPUs in its leases live at ``t``, and the GPUs in its leases not yet ended
-    at ``t`` (live or reserved for later)."""
-    live: dict[str, set[str]] = {}
-    committed: dict[str, set[str]] = {}
+    at ``t`` (live or reserved for later). Read-only mappings, memoised per lease tuple and
+    time: a round asks for the same book's holdings several times."""
+    key = (id(state.leases), t)
+    hit = _HOLDINGS.get(key)
+    if hit is not None and hit[0] is state.leases:
+        return hit[1]
+    live: dict[str, frozenset[str]] = {}
+    committed: dict[str, frozenset[str]] = {}
     for lease in state.leases:
         if lease.end > t:
-            committed.setdefault(lease.app_id, set()).update(lease.gpus)
+            a, gpus = lease.app_id, frozenset(lease.gpus)  # the same object if frozen
+            prev = committed.get(a)
+            committed[a] = gpus if prev is None else prev | gpus
             if lease.start <= t:
-                live.setdefault(lease.app_id, set()).update(lease.gpus)
-    return {a: frozenset(g) for a, g in live.items()}, committed
+                prev = live.get(a)
+                live[a] = gpus if prev is None else prev | gpus
+    out: Holdings = (MappingProxyType(live), MappingProxyType(committed))
+    if len(_HOLDINGS) >= _HOLDINGS_MAX:
+        _HOLDINGS.clear()
+    _HOLDINGS[key] = (state.leases, out)
+    return out
 
 
 def expire_leases(state: ArbiterState, now: float) -> tuple[ArbiterState, frozenset[str]]:
@@ -281,18 +296,24 @@ def run_round(
         if lease.app_id in left:
             left[lease.app_id] -= len(lease.gpus)
     by_recipient: dict[tuple[str, float], set[str]] = defaultdict(set)
+
+    def candidates() -> Sequence[str]:
+        if room is None:
+            return others or participants
+        return [a for a in others if left.get(a, 0) > 0] or [
+            a for a in participants if left.get(a, 0) > 0
+        ]
+
+    pool = candidates()  # changes only when an app's room runs out
     for g in sorted(free_from):
         if free_from[g] >= end:
             continue
-        pool: Sequence[str] = others or participants
-        if room is not None:
-            pool = [a for a in others if left.get(a, 0) > 0] or [
-                a for a in participants if left.get(a, 0) > 0
-            ]
         if pool:
             app_id = rng.choice(pool)
             if room is not None:
                 left[app_id] -= 1
+                if left[app_id] <= 0:
+                    pool = candidates()
             by_recipient[(app_id, free_from[g])].add(g)
     for (app_id, start), got in sorted(by_recipient.items()):
         granted.append(Lease(app_id, frozenset(got), start, end, rnd, LeaseSource.LEFTOVER))

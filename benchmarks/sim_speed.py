@@ -8,28 +8,88 @@ is reported on a one-day window (day 40, the busiest stretch: about 3,000 jobs) 
 las on the same jobs; ``--themis-full`` runs the whole trace too (hours).
 
 Each row times load + isolated run + simulation separately, so the two baselines in one run
-(``fifo`` vs ``las``) are measured under the same machine noise.
+(``fifo`` vs ``las``) are measured under the same machine noise. ``simulate s`` is wall time;
+``cpu s`` is the process's CPU time for the same step (the simulator is single-threaded, so on
+an idle machine the two agree; on a shared one the CPU time is the stable number).
 
-Usage: ``python benchmarks/sim_speed.py [--quick] [--themis-full] [--out PATH]``.
-``--quick`` skips the full Philly rows.
+**Before / after in one run.** ``--baseline REV`` (default ``e0a4189``, the commit before the
+themis speed work) exports ``arbiter/`` of that revision with ``git archive`` into a temporary
+directory and replays Philly day 40 under themis with it in a subprocess, beside the current
+code's row, and checks that both give the same decisions and the same per-job start and finish
+times (the speed work must not change results; ``tests/unit/test_themis_replay_reference.py``
+pins smaller replays). ``--baseline none`` skips it; ``--quick`` skips it too.
+
+**Whole Philly under themis.** ``--themis-full`` runs it to the end; ``--themis-full-budget S``
+stops it after S seconds of simulation and reports how far it got (simulated day, decisions,
+jobs finished) and the CPU seconds per decision, the measured reason when it cannot finish in
+the target.
+
+Usage: ``python benchmarks/sim_speed.py [--quick] [--baseline REV|none] [--themis-full |
+--themis-full-budget S] [--out PATH]``. ``--quick`` skips the full Philly rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from arbiter.cluster import load_cluster
-from arbiter.sim.engine import isolated_run
+from arbiter.policies import make_policy
+from arbiter.sim.engine import isolated_run, simulate
 from arbiter.sim.run import load_jobs, run_policy
 from arbiter.tables import format_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parent.parent
 DAY = (40 * 86400.0, 41 * 86400.0)
+BASELINE_REV = "e0a4189"  # the commit before the themis speed work
+
+# Run in a subprocess against another revision's arbiter/ (first on sys.path): Philly day 40
+# under themis, timed like case(), printed as one JSON line.
+_BASELINE_SCRIPT = """
+import hashlib, json, sys, time
+from arbiter.cluster import load_cluster
+from arbiter.sim.engine import isolated_run
+from arbiter.sim.run import load_jobs, run_policy
+cluster = load_cluster("nodes:64:8")
+jobs = load_jobs("philly/philly.csv", cluster=cluster, time_window=(40 * 86400.0, 41 * 86400.0))
+iso = isolated_run(jobs, cluster)
+t0, c0 = time.perf_counter(), time.process_time()
+run = run_policy(jobs, cluster, "themis", isolated=iso)
+sim_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+rows = sorted((j.job_id, j.start_s, j.finish_s, j.preemptions) for j in run.result.jobs)
+print(json.dumps({"simulate_s": sim_s, "simulate_cpu_s": cpu_s, "jobs": len(jobs),
+                  "decisions": run.summary["decisions"], "avg_jct_s": run.summary["avg_jct_s"],
+                  "digest": hashlib.sha256(repr(rows).encode()).hexdigest()}))
+"""
+
+
+def _digest(result) -> str:
+    rows = sorted((j.job_id, j.start_s, j.finish_s, j.preemptions) for j in result.jobs)
+    return hashlib.sha256(repr(rows).encode()).hexdigest()
+
+
+def baseline_day40(rev: str) -> dict:
+    """Philly day 40 under themis with ``arbiter/`` of git revision ``rev`` (module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="sim-speed-baseline-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", rev, "arbiter"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        env = {**os.environ, "PYTHONPATH": tmp}
+        out = subprocess.run(
+            [sys.executable, "-c", _BASELINE_SCRIPT], cwd=tmp, env=env, check=True,
+            capture_output=True, text=True,
+        ).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def case(name, trace, cluster_spec, policies, target_s, **load) -> list[dict]:
@@ -42,33 +102,95 @@ def case(name, trace, cluster_spec, policies, target_s, **load) -> list[dict]:
     iso_s = time.perf_counter() - t0
     rows = []
     for policy in policies:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run = run_policy(jobs, cluster, policy, isolated=iso)
-        sim_s = time.perf_counter() - t0
+        sim_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
         s = run.summary
         rows.append(
             {
                 "case": name,
                 "policy": policy,
+                "code": "current",
                 "jobs": len(jobs),
                 "cluster": cluster_spec,
                 "load_s": load_s,
                 "isolated_s": iso_s,
                 "simulate_s": sim_s,
+                "simulate_cpu_s": cpu_s,
                 "decisions": s["decisions"],
                 "avg_jct_s": s["avg_jct_s"],
+                "digest": _digest(run.result),
                 "target_s": target_s,
                 "met": None if target_s is None else sim_s + load_s + iso_s <= target_s,
             }
         )
-        print(f"  {name} {policy}: {sim_s:.1f} s", file=sys.stderr)
+        print(f"  {name} {policy}: {sim_s:.1f} s ({cpu_s:.1f} s CPU)", file=sys.stderr)
     return rows
+
+
+class _Budget(Exception):
+    pass
+
+
+def themis_full_budget(budget_s: float) -> dict:
+    """Whole Philly under themis, stopped after ``budget_s`` seconds of simulation: how far it
+    got (module docstring)."""
+    cluster = load_cluster("nodes:64:8")
+    t0 = time.perf_counter()
+    jobs = load_jobs("philly/philly.csv", cluster=cluster)
+    load_s = time.perf_counter() - t0
+    seen = {"decisions": 0, "now": 0.0, "active": 0}
+    t0, c0 = time.perf_counter(), time.process_time()
+
+    def watch(snapshot, _decision) -> None:
+        seen.update(decisions=seen["decisions"] + 1, now=snapshot.now, active=len(snapshot.jobs))
+        if time.perf_counter() - t0 > budget_s:
+            raise _Budget
+
+    finished = None
+    try:
+        simulate(jobs, cluster, make_policy("themis", seed=0), on_decision=watch)
+        finished = True
+    except _Budget:
+        finished = False
+    sim_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    arrived = sum(j.arrival_s <= seen["now"] for j in jobs)
+    return {
+        "case": "philly full (82,247 jobs), time budget",
+        "policy": "themis",
+        "code": "current",
+        "jobs": len(jobs),
+        "cluster": "nodes:64:8",
+        "load_s": load_s,
+        "isolated_s": 0.0,
+        "simulate_s": sim_s,
+        "simulate_cpu_s": cpu_s,
+        "decisions": seen["decisions"],
+        "finished": finished,
+        "reached_day": seen["now"] / 86400.0,
+        "last_day": max(j.arrival_s for j in jobs) / 86400.0,
+        "jobs_arrived": arrived,
+        "active_at_stop": seen["active"],
+        "cpu_ms_per_decision": 1e3 * cpu_s / max(1, seen["decisions"]),
+        "target_s": 600.0,
+        "met": finished and sim_s + load_s <= 600.0,
+    }
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="Pollux and the Philly day only")
     ap.add_argument("--themis-full", action="store_true", help="also themis on all of Philly")
+    ap.add_argument(
+        "--themis-full-budget",
+        type=float,
+        default=None,
+        metavar="S",
+        help="themis on all of Philly, stopped after S seconds: how far it got",
+    )
+    ap.add_argument("--baseline", default=BASELINE_REV, metavar="REV",
+                    help=f"git revision for the day-40 themis before/after (default {BASELINE_REV}"
+                         "; 'none' skips it)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=None, help="JSON path")
     args = ap.parse_args(argv)
 
@@ -87,6 +209,34 @@ def main(argv=None) -> int:
         None,
         time_window=DAY,
     )
+    ratio = None
+    if not args.quick and args.baseline != "none":
+        base = baseline_day40(args.baseline)
+        ours = next(r for r in rows if r["case"] == "philly day 40" and r["policy"] == "themis")
+        same = (base["decisions"], base["digest"]) == (ours["decisions"], ours["digest"])
+        rows.append(
+            {
+                "case": "philly day 40",
+                "policy": "themis",
+                "code": f"baseline {args.baseline}",
+                "cluster": "nodes:64:8",
+                "load_s": ours["load_s"],
+                "isolated_s": ours["isolated_s"],
+                **base,
+                "target_s": None,
+                "met": None,
+                "same_results": same,
+            }
+        )
+        ratio = {
+            "wall": base["simulate_s"] / ours["simulate_s"],
+            "cpu": base["simulate_cpu_s"] / ours["simulate_cpu_s"],
+            "same_results": same,
+        }
+        print(f"  day 40 themis, {args.baseline} -> current: {ratio['wall']:.1f}x wall, "
+              f"{ratio['cpu']:.1f}x CPU, same results: {same}", file=sys.stderr)  # fmt: skip
+        if not same:
+            print("  RESULTS DIFFER from the baseline", file=sys.stderr)
     if not args.quick:
         rows += case(
             "philly full (82,247 jobs)",
@@ -95,12 +245,16 @@ def main(argv=None) -> int:
             ["fifo", "las", *(["themis"] if args.themis_full else [])],
             600.0,
         )
+    if args.themis_full_budget is not None and not args.themis_full:
+        rows.append(themis_full_budget(args.themis_full_budget))
     table = format_table(
-        ["case", "policy", "jobs", "decisions", "load s", "isolated s", "simulate s", "target"],
+        ["case", "policy", "code", "jobs", "decisions", "load s", "isolated s", "simulate s",
+         "cpu s", "target"],
         [
             [
-                r["case"], r["policy"], str(r["jobs"]), str(r["decisions"]), f"{r['load_s']:.1f}",
-                f"{r['isolated_s']:.1f}", f"{r['simulate_s']:.1f}",
+                r["case"], r["policy"], r["code"], str(r["jobs"]), str(r["decisions"]),
+                f"{r['load_s']:.1f}", f"{r['isolated_s']:.1f}", f"{r['simulate_s']:.1f}",
+                f"{r['simulate_cpu_s']:.1f}",
                 "-" if r["target_s"] is None
                 else f"<= {r['target_s']:.0f} s: {'met' if r['met'] else 'MISSED'}",
             ]
@@ -108,9 +262,24 @@ def main(argv=None) -> int:
         ],
     )  # fmt: skip
     print(table)
+    budget = next((r for r in rows if "reached_day" in r), None)
+    if budget is not None:
+        print(f"themis, all of Philly: {'finished' if budget['finished'] else 'stopped'} at "
+              f"day {budget['reached_day']:.1f} of {budget['last_day']:.1f} "
+              f"({budget['jobs_arrived']} jobs arrived, {budget['decisions']} decisions, "
+              f"{budget['cpu_ms_per_decision']:.2f} ms CPU per decision)")  # fmt: skip
+    if ratio is not None:
+        print(f"philly day 40 themis, {args.baseline} -> current: {ratio['wall']:.1f}x (wall), "
+              f"{ratio['cpu']:.1f}x (CPU), same results: {ratio['same_results']}")  # fmt: skip
     out = args.out or RESULTS / ("sim_speed_quick.json" if args.quick else "sim_speed.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"machine": platform.platform(), "python": platform.python_version(), "rows": rows}
+    doc = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "load_average": os.getloadavg(),
+        "day40_themis_speedup": ratio,
+        "rows": rows,
+    }
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -264,7 +264,7 @@ class FreePool:
         self.by_machine: dict[str, list[str]] = {}
         for g in sorted(free, key=cluster.index):
             self.by_machine.setdefault(cluster.gpu(g).machine, []).append(g)
-        self._meta = {m.name: (m.gpu_type, m.rack) for m in cluster.machines}
+        self._machines = cluster._machine  # read-only look-up table
         self.size = sum(len(v) for v in self.by_machine.values())
 
     def give(self, gpus: Iterable[str]) -> None:
@@ -302,7 +302,7 @@ class FreePool:
         groups: dict[str, list[str]] = {}
         for m, gpus in self.by_machine.items():
             if gpus:
-                groups.setdefault(self._meta[m][0], []).append(m)
+                groups.setdefault(self._machines[m].gpu_type, []).append(m)
         out: list[list[str]] = []
         for machines in groups.values():
             if sum(len(self.by_machine[m]) for m in machines) >= n:
@@ -318,7 +318,7 @@ class FreePool:
             return [min(single, key=lambda m: len(free[m]))]  # best fit
         racks: dict[str, list[str]] = {}
         for m in machines:
-            racks.setdefault(self._meta[m][1], []).append(m)
+            racks.setdefault(self._machines[m].rack, []).append(m)
         fitting = [ms for ms in racks.values() if sum(len(free[m]) for m in ms) >= n]
         pool = min(fitting, key=lambda ms: sum(len(free[m]) for m in ms)) if fitting else machines
         chosen, got = [], 0

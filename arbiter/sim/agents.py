@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -106,6 +106,25 @@ def _densest(cluster: Cluster, gpus: Iterable[str], n: int) -> list[str]:
     return out
 
 
+_RATES: dict[tuple[int, int, int, frozenset[str]], tuple[Cluster, Any, float]] = {}
+_RATES_MAX = 200_000
+
+
+def _rate_on(cluster: Cluster, job: JobView, gpus: frozenset[str]) -> float:
+    """The job's rate on the densest ``gang`` GPUs of ``gpus``, memoised: ρ prices the same
+    holdings and candidate sets decision after decision (the entry keeps the cluster and the
+    perf model alive, so their ids in the key cannot be reused while it exists)."""
+    key = (id(cluster), id(job.perf), job.gang, gpus)
+    hit = _RATES.get(key)
+    if hit is not None and hit[0] is cluster and hit[1] is job.perf:
+        return hit[2]
+    if len(_RATES) >= _RATES_MAX:
+        _RATES.clear()
+    rate = job.perf.rate(placement_of(cluster, _densest(cluster, gpus, job.gang)))
+    _RATES[key] = (cluster, job.perf, rate)
+    return rate
+
+
 def app_remaining_time(
     jobs: Sequence[JobView], cluster: Cluster, gpus: frozenset[str] | None, n: int = 0
 ) -> float:
@@ -122,6 +141,8 @@ def app_remaining_time(
     >>> app_remaining_time(jobs, c, None, 1)
     60.0
     """
+    if gpus is not None and not isinstance(gpus, frozenset):
+        gpus = frozenset(gpus)
     size = n if gpus is None else len(gpus)
     times: list[tuple[float, int]] = []
     for j in jobs:
@@ -130,10 +151,7 @@ def app_remaining_time(
             continue
         if j.gang > size:
             return math.inf
-        if gpus is None:
-            rate = _iso_rate(j, cluster)
-        else:
-            rate = j.perf.rate(placement_of(cluster, _densest(cluster, gpus, j.gang)))
+        rate = _iso_rate(j, cluster) if gpus is None else _rate_on(cluster, j, gpus)
         if not rate > 0:
             return math.inf
         times.append((rem / rate, j.gang))
@@ -180,8 +198,8 @@ class _App:
         return (self.elapsed + lease_s + ideal) / self.t_id
 
     def bid(self, cluster: Cluster, offered: frozenset[str], held: frozenset[str], room: int,
-            lease_s: float, rule: str, max_rows: int) -> Bid:  # fmt: skip
-        rho_old = self.rho_old(cluster, held, lease_s, rule)
+            rho_old: float, max_rows: int) -> Bid:  # fmt: skip
+        """Its bid for ``offered``; ``rho_old`` is :meth:`rho_old` of ``held``."""
         if len(held) + room < 1:
             return Bid(self.app_id, {frozenset(): rho_old})
 
@@ -202,6 +220,8 @@ class _App:
             if j.running and j.held <= held:
                 alloc[j.job_id] = j.held
                 used |= j.held
+        if len(alloc) == len(self.jobs) or len(used) == len(held):
+            return alloc  # nothing left to place, or nothing left to place it on
         pool = FreePool(cluster, held - used)
         waiting = [j for j in self.jobs if j.job_id not in alloc]
         waiting.sort(key=lambda j: (-(j.remaining_work or 0.0) / _iso_rate(j, cluster), j.job_id))
@@ -314,6 +334,33 @@ def _apps(st: AgentsState, snapshot: Snapshot[AgentsState]) -> dict[str, _App]:
     return out
 
 
+class _Rho(Mapping[str, float]):
+    """Each app's ρ_current for one call, computed when the policy reads it (Themis reads it
+    only when GPUs are free and some app has room) and remembered in ``memo`` per (app,
+    holding): the apps' jobs do not change within one engine call, so neither does ρ."""
+
+    __slots__ = ("_apps", "_held", "_memo", "_price")
+
+    def __init__(self, apps: Mapping[str, _App], held: Mapping[str, frozenset[str]],
+                 price: Callable[[_App, frozenset[str]], float],
+                 memo: dict[tuple[str, frozenset[str]], float]) -> None:  # fmt: skip
+        self._apps, self._held, self._price, self._memo = apps, held, price, memo
+
+    def __getitem__(self, app_id: str) -> float:
+        app, held = self._apps[app_id], self._held[app_id]
+        key = (app_id, held)
+        value = self._memo.get(key)
+        if value is None:
+            value = self._memo[key] = self._price(app, held)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._apps)
+
+    def __len__(self) -> int:
+        return len(self._apps)
+
+
 @dataclass(frozen=True)
 class SimulatedAgents:
     """A two-phase ``policy`` (Themis) with a truthful simulated Agent per app and the lease
@@ -341,11 +388,16 @@ class SimulatedAgents:
         book = _shed_unused(_release_unusable(book, cluster, now, apps), cluster, now, apps)
         inner = st.policy_state
         rule, lease_s = policy.rho_old, policy.lease_s
+        demand = {a: app.demand for a, app in apps.items()}
+        memo: dict[tuple[str, frozenset[str]], float] = {}
+
+        def price(app: _App, held: frozenset[str]) -> float:
+            return app.rho_old(cluster, held, lease_s, rule)
+
         for _ in range(self.rounds_per_call):
             live, committed = holdings_at(book, now)
             held = {a: live.get(a, frozenset()) for a in apps}
-            demand = {a: app.demand for a, app in apps.items()}
-            rho = {a: app.rho_old(cluster, held[a], lease_s, rule) for a, app in apps.items()}
+            rho = _Rho(apps, held, price, memo)
             call = policy.decide(replace(snapshot, policy_state=inner, book=book, rho=rho,
                                          demand=demand, bids={}))  # fmt: skip
             inner = call.policy_state
@@ -354,7 +406,7 @@ class SimulatedAgents:
             offered = call.call.gpus
             bids = {
                 a: apps[a].bid(cluster, offered, held[a],
-                               max(0, demand[a] - len(committed.get(a, ()))), lease_s, rule,
+                               max(0, demand[a] - len(committed.get(a, ()))), rho[a],
                                policy.max_rows)
                 for a in call.call.participants
             }  # fmt: skip
