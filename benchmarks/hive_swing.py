@@ -45,7 +45,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +71,20 @@ def swing_profile(low: float, high: float, period: float, horizon: float) -> lis
     return steps
 
 
-def run(args: argparse.Namespace, queries: dict[int, str], stats: dict) -> dict[int, dict]:
+def run(
+    args: argparse.Namespace,
+    queries: dict[int, str],
+    stats: dict,
+    on_query: Callable[[dict[int, dict]], None] = lambda _: None,
+) -> dict:
+    """Every mode of every query on one engine; ``on_query`` gets the results so far after each
+    query (the benchmark writes them, so a run cut short keeps its finished queries)."""
     from hive_hooks.cpu_share import CpuQuotaEnforcer
     from hive_hooks.demo import timed_one_shot
     from hive_hooks.engine import LocalHiveServer
     from hive_hooks.executor import QueryRunner
     from hive_hooks.registry import CheckpointRegistry
-    from hive_hooks.share import ScriptedShare
+    from hive_hooks.share import ScriptedShare, as_share
     from hive_hooks.tpcload import load_tpc as load_into_hive
     from qoop_planner.physical import PROFILES
 
@@ -129,6 +136,21 @@ def run(args: argparse.Namespace, queries: dict[int, str], stats: dict) -> dict[
                             hysteresis=args.hysteresis,
                             share_enforcer=enforcer,
                         )
+                        if mode == "qoop" and "qoop_cache" not in rec:
+                            # what QOOP can switch between: its plans' estimates at both shares
+                            lo, hi = as_share(args.low), as_share(args.high)
+                            est = {
+                                sh: {e.plan.plan_id: e for e in runner.explain(sql, share=s)}
+                                for sh, s in (("low", lo), ("high", hi))
+                            }
+                            rec["qoop_cache"] = {
+                                pid: {
+                                    "physical": e.plan.physical,
+                                    "estimate_low_s": e.estimate_s,
+                                    "estimate_high_s": est["high"][pid].estimate_s,
+                                }
+                                for pid, e in est["low"].items()
+                            }
                         throttled0 = enforcer.throttled_s()
                         try:
                             res = runner.run(sql, query_id=f"swing-q{n}-{mode}-{r}-{warm}")
@@ -179,6 +201,7 @@ def run(args: argparse.Namespace, queries: dict[int, str], stats: dict) -> dict[
                     / rec["modes"]["qoop"]["seconds"]
                 )
                 out[n] = rec
+                on_query(out)
             applied = [(round(t, 2), c) for t, c in enforcer.applied]
     return {"per_query": out, "quota_changes": len(applied)}
 
@@ -206,7 +229,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     tpc = load_tpc("tpch", args.scale)
     queries = {n: tpc.queries[n] for n in wanted}
     stats = {f"tpch.{t}": s for t, s in tpc.stats.items()}
-    res = run(args, queries, stats)
+    out = args.out or RESULTS / ("hive_swing_quick.json" if args.quick else "hive_swing.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def partial(per: dict[int, dict]) -> None:
+        doc = {"partial": True, "per_query": {str(n): v for n, v in per.items()}}
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+
+    res = run(args, queries, stats, partial)
     per = res["per_query"]
     modes = ["qoop", *forms()]
     rows = []
@@ -266,8 +296,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
         "wall_s": time.perf_counter() - wall0,
     }
-    out = args.out or RESULTS / ("hive_swing_quick.json" if args.quick else "hive_swing.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {out} ({doc['wall_s']:.0f} s)", file=sys.stderr)
     return 0
