@@ -139,8 +139,13 @@ def run(
                         if mode == "qoop" and "qoop_cache" not in rec:
                             # what QOOP can switch between: its plans' estimates at both shares
                             lo, hi = as_share(args.low), as_share(args.high)
+                            # explain plans a fresh query id each call: key by the plan's
+                            # number within the cache ("<query id>/p<k>")
                             est = {
-                                sh: {e.plan.plan_id: e for e in runner.explain(sql, share=s)}
+                                sh: {
+                                    e.plan.plan_id.rsplit("/", 1)[-1]: e
+                                    for e in runner.explain(sql, share=s)
+                                }
                                 for sh, s in (("low", lo), ("high", hi))
                             }
                             rec["qoop_cache"] = {
