@@ -71,6 +71,42 @@ def swing_profile(low: float, high: float, period: float, horizon: float) -> lis
     return steps
 
 
+def qoop_cache(
+    connect: Callable[[], Any], sql: str, stats: dict, physical: tuple, args: argparse.Namespace
+) -> dict[str, dict]:
+    """What QOOP can switch between: its cached plans' estimates at the low and the high share,
+    from a runner of its own (the measured runner's caches stay cold)."""
+    from hive_hooks.executor import QueryRunner
+    from hive_hooks.registry import CheckpointRegistry
+    from hive_hooks.share import as_share
+
+    registry = CheckpointRegistry(":memory:")
+    runner = QueryRunner(
+        connect, registry=registry, checkpoint_db="qoop_swing_explain", stats=stats,
+        physical=physical, k=8, hysteresis=args.hysteresis,
+    )  # fmt: skip
+    try:
+        # explain plans under a fresh query id each call: key by the plan's number ("<id>/p<k>")
+        est = {
+            label: {
+                e.plan.plan_id.rsplit("/", 1)[-1]: e
+                for e in runner.explain(sql, share=as_share(v))
+            }
+            for label, v in (("low", args.low), ("high", args.high))
+        }
+    finally:
+        runner.close()
+        registry.close()
+    return {
+        pid: {
+            "physical": e.plan.physical,
+            "estimate_low_s": e.estimate_s,
+            "estimate_high_s": est["high"][pid].estimate_s,
+        }
+        for pid, e in est["low"].items()
+    }
+
+
 def run(
     args: argparse.Namespace,
     queries: dict[int, str],
@@ -84,7 +120,7 @@ def run(
     from hive_hooks.engine import LocalHiveServer
     from hive_hooks.executor import QueryRunner
     from hive_hooks.registry import CheckpointRegistry
-    from hive_hooks.share import ScriptedShare, as_share
+    from hive_hooks.share import ScriptedShare
     from hive_hooks.tpcload import load_tpc as load_into_hive
     from qoop_planner.physical import PROFILES
 
@@ -122,6 +158,8 @@ def run(
                         else:
                             prof, cfg = forms()[mode]
                             physical, kk = (prof,), 1
+                        if mode == "qoop" and "qoop_cache" not in rec:
+                            rec["qoop_cache"] = qoop_cache(connect, sql, stats, physical, args)
                         registry = CheckpointRegistry(":memory:")
                         db = f"qoop_swing_{mode}_{r}"
                         runner = QueryRunner(
@@ -136,26 +174,6 @@ def run(
                             hysteresis=args.hysteresis,
                             share_enforcer=enforcer,
                         )
-                        if mode == "qoop" and "qoop_cache" not in rec:
-                            # what QOOP can switch between: its plans' estimates at both shares
-                            lo, hi = as_share(args.low), as_share(args.high)
-                            # explain plans a fresh query id each call: key by the plan's
-                            # number within the cache ("<query id>/p<k>")
-                            est = {
-                                sh: {
-                                    e.plan.plan_id.rsplit("/", 1)[-1]: e
-                                    for e in runner.explain(sql, share=s)
-                                }
-                                for sh, s in (("low", lo), ("high", hi))
-                            }
-                            rec["qoop_cache"] = {
-                                pid: {
-                                    "physical": e.plan.physical,
-                                    "estimate_low_s": e.estimate_s,
-                                    "estimate_high_s": est["high"][pid].estimate_s,
-                                }
-                                for pid, e in est["low"].items()
-                            }
                         throttled0 = enforcer.throttled_s()
                         try:
                             res = runner.run(sql, query_id=f"swing-q{n}-{mode}-{r}-{warm}")
