@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-# The Java parts: Hadoop's, ZooKeeper's and Hive's jars (Maven Central, once, into shared caches),
-# the lease ApplicationMaster jar (java/am) and the Hive hooks jar (java/hive-hooks). All need
-# Java 17 and Maven.
+# The Java parts: Hadoop's, ZooKeeper's, MiniKdc's and Hive's jars (Maven Central, once, into
+# shared caches), the lease ApplicationMaster jar (java/am) and the Hive hooks jar
+# (java/hive-hooks). All need Java 17 and Maven.
 JARS   := $(VENV)/.jars
 AM_SRC := $(wildcard java/am/src/main/java/org/yarnarbiter/am/*.java)
 HOOKS_SRC := $(wildcard java/hive-hooks/src/main/java/org/yarnarbiter/hive/*.java)
@@ -22,14 +22,23 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
 
-$(STAMP): setup.cfg pyproject.toml
+# MIT Kerberos's headers and krb5-config: pip builds the gssapi package (the [kerberos] extra,
+# in [test]) from source against them; the Kerberized local YARN's tests use it
+# (tests/engine/test_yarn_kerberos.py). Installed with apt when missing, like chromium.
+KRB5_DEV := /usr/bin/krb5-config
+
+$(KRB5_DEV):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libkrb5-dev
+
+$(STAMP): setup.cfg pyproject.toml | $(KRB5_DEV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-$(JARS): $(STAMP) java/runtime/pom.xml java/am/pom.xml $(AM_SRC) java/hive-runtime/pom.xml \
-		java/hive-hooks/pom.xml $(HOOKS_SRC)
+$(JARS): $(STAMP) java/runtime/pom.xml java/minikdc/pom.xml java/am/pom.xml $(AM_SRC) \
+		java/hive-runtime/pom.xml java/hive-hooks/pom.xml $(HOOKS_SRC)
 	$(BIN)/yarn-arbiter hadoop jars
 	mvn -B -q -f java/am/pom.xml package -DskipTests
 	mvn -B -q -f java/hive-hooks/pom.xml package

@@ -1,7 +1,8 @@
 """The Agent library: what an ML application master links to bid for GPU leases (Themis §4.3).
 
 An :class:`Agent` sits beside the app scheduler (Hyperband, a single trainer, ...). It
-registers the app, keeps one ``Session`` stream open, heartbeats, reports ρ, answers every
+registers the app, keeps one ``Session`` stream open, heartbeats (carrying the progress reports
+of :meth:`Agent.report_progress`, acked by the arbiter), reports ρ, answers every
 offer with one bid computed by the real bid generator (:func:`arbiter.bids.generate_bid`) from
 the app's ρ estimator, and hands allocations and revocations to the app through callbacks. On a
 broken stream it reconnects with exponential backoff (0.1 s doubling to 5 s,
@@ -32,7 +33,12 @@ from arbiter.cluster import GPU, Cluster
 from arbiter.fairness import AppScheduler, rho_performance_curve, rho_successive_halving
 from arbiter.placement import LocalityModel, Placement, SlowdownModel, placement_of
 from arbiter.retry import STREAM_RECONNECT, Retry
-from arbiter.wire.appmaster import bid_to_pb, lease_from_pb, offer_from_pb
+from arbiter.wire.appmaster import (
+    MAX_HEARTBEAT_REPORTS,
+    bid_to_pb,
+    lease_from_pb,
+    offer_from_pb,
+)
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
@@ -41,10 +47,44 @@ __all__ = [
     "HeldLease",
     "SchedulerEstimator",
     "agent_kwargs_from_env",
+    "arbiter_addresses",
     "estimator_from_scheduler",
 ]
 
 log = logging.getLogger("yarn_arbiter.agent")
+
+# How long register() keeps trying the addresses of an HA pair that all answer UNAVAILABLE.
+REGISTER_FAILOVER_S = 30.0
+# Failovers in a row retried at the first backoff step (0.1 s) before backing off as usual: a
+# pair's takeover takes about its ZooKeeper session timeout (a few seconds).
+FAST_FAILOVERS = 60
+# How long a new Session stream may go without the arbiter's headers (it sends them as soon
+# as the session is open) before the Agent gives it up and reconnects.
+SESSION_OPEN_TIMEOUT_S = 10.0
+# A stream that lasted this long had a session (a refused or unreachable arbiter fails at once).
+SESSION_HELD_S = 2.0
+
+
+class _Unanswered(grpc.RpcError):
+    """A Session stream the arbiter never answered (see :data:`SESSION_OPEN_TIMEOUT_S`)."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return str(self)
+
+
+def arbiter_addresses(target: str) -> tuple[str, ...]:
+    """The addresses in ``target`` (``host:port`` or ``a:1,b:2``); ValueError if none.
+
+    >>> arbiter_addresses("a:1, b:2")
+    ('a:1', 'b:2')
+    """
+    out = tuple(t.strip() for t in target.split(",") if t.strip())
+    if not out:
+        raise ValueError(f"no arbiter address in {target!r}")
+    return out
 
 
 def estimator_from_scheduler(
@@ -145,9 +185,14 @@ class Agent:
         heartbeat_seconds: float = 1.0,
         register_token: str | None = None,
     ) -> None:
-        """``register_token``: the credential RegisterApp is sent with (the arbiter's
-        submitters' credential, ``x-submit-token``; see :mod:`arbiter.admission`)."""
-        self.target = target
+        """``target``: the arbiter's ``host:port``, or a comma-separated list of the addresses of
+        an active/standby pair (:mod:`arbiter.ha`): on UNAVAILABLE (a standby, or an arbiter
+        gone) the Agent tries the next one. ``register_token``: the credential RegisterApp is
+        sent with (the arbiter's submitters' credential, ``x-submit-token``; see
+        :mod:`arbiter.admission`)."""
+        self.targets = arbiter_addresses(target)
+        self._which = 0
+        self._failovers_in_row = 0  # failovers since the last message from an arbiter
         self.register_token = register_token
         self.estimator = estimator
         self.max_gpu_demand = max_gpu_demand
@@ -168,15 +213,53 @@ class Agent:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.connected = threading.Event()
+        # progress reports waiting for the next heartbeat, and what the last ack said
+        self._progress: list[pb.ProgressReport] = []
+        self._beats: dict[int, float] = {}  # seq -> when sent (monotonic), unacked
+        self._seq = 0
+        self.heartbeat_rtt: float | None = None  # seconds, the last acked heartbeat's
+        self.arbiter_rho: float | None = None  # the arbiter's ρ estimate in that ack
 
     # -- plumbing ----------------------------------------------------------------------
 
+    @property
+    def target(self) -> str:
+        """The arbiter address the Agent talks to now."""
+        return self.targets[self._which]
+
+    def _failover(self, exc: grpc.RpcError) -> bool:
+        """After ``exc``: move to the next arbiter address if it says this one cannot serve
+        (UNAVAILABLE); whether it did."""
+        code = exc.code() if hasattr(exc, "code") else None
+        if code != grpc.StatusCode.UNAVAILABLE or len(self.targets) < 2:
+            return False
+        was = self.target
+        self._which = (self._which + 1) % len(self.targets)
+        log.info("agent %s: %s unavailable, trying %s", self.app_id, was, self.target)
+        return True
+
     def _channel(self) -> grpc.Channel:
+        # A connection of its own per channel: gRPC otherwise shares connections, and their
+        # reconnect backoff (up to 2 minutes), between a process's channels to one address, and
+        # an arbiter that just came back (a failover, a restart) would look refused for that long.
+        options = [("grpc.use_local_subchannel_pool", 1)]
         if self.credentials is not None:
-            return grpc.secure_channel(self.target, self.credentials)
-        return grpc.insecure_channel(self.target)
+            return grpc.secure_channel(self.target, self.credentials, options=options)
+        return grpc.insecure_channel(self.target, options=options)
 
     def register(self) -> str:
+        """RegisterApp (once), trying each arbiter address in turn while they answer
+        UNAVAILABLE (a pair electing its active), for up to ``REGISTER_FAILOVER_S``."""
+        deadline = time.monotonic() + REGISTER_FAILOVER_S
+        while True:
+            try:
+                return self._register()
+            except grpc.RpcError as exc:
+                if time.monotonic() > deadline or not self._failover(exc):
+                    raise
+                time.sleep(0.05)
+
+    def _register(self) -> str:
         if self.app_id is None:
             stub = rpc.AppMasterStub(self._channel())
             reply = stub.RegisterApp(
@@ -239,17 +322,64 @@ class Agent:
     def _run(self) -> None:
         retry = Retry(STREAM_RECONNECT, stop=self._stop)
         for _ in retry:
+            began = time.monotonic()
             try:
                 self._session()
                 retry.reset()
             except grpc.RpcError as exc:
+                if time.monotonic() - began > SESSION_HELD_S:  # it had a session: a new fault
+                    self._failovers_in_row = 0
                 code = exc.code() if hasattr(exc, "code") else None
                 if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                     log.error("agent %s refused: %s", self.app_id, exc)
                     self.errors.append((str(code), str(exc)))
                     return
                 log.info("agent %s: stream broke (%s), reconnecting", self.app_id, code)
+                if self._failover(exc) and self._failovers_in_row < FAST_FAILOVERS:
+                    self._failovers_in_row += 1
+                    retry.reset()  # the next address soon: it may be the new active
             self.connected.clear()
+
+    def report_progress(
+        self,
+        job_id: str,
+        iters_done: int,
+        iters_remaining: int,
+        iter_time_s: float,
+        placement_gpu_ids: Sequence[str] = (),
+    ) -> None:
+        """Report a job's progress: it travels batched in the next heartbeat on the Session
+        stream (the arbiter acks the heartbeat with its ρ estimate: :attr:`arbiter_rho`), not
+        as a ``ReportProgress`` call of its own. At most the latest
+        :data:`arbiter.wire.appmaster.MAX_HEARTBEAT_REPORTS` wait. An arbiter older than the
+        stream heartbeat ignores them (call ``ReportProgress`` to reach one)."""
+        report = pb.ProgressReport(
+            job_id=job_id,
+            iters_done=iters_done,
+            iters_remaining=iters_remaining,
+            iter_time_s=iter_time_s,
+            placement_gpu_ids=list(placement_gpu_ids),
+        )
+        with self._lock:
+            self._progress.append(report)
+            del self._progress[:-MAX_HEARTBEAT_REPORTS]
+
+    def _heartbeat(self, now: float) -> pb.AgentMessage:
+        """The next heartbeat: it asks for an ack and carries the waiting reports."""
+        with self._lock:
+            reports, self._progress = self._progress, []
+            self._seq = seq = self._seq + 1
+            self._beats = {k: v for k, v in self._beats.items() if k > seq - 8}
+            self._beats[seq] = time.monotonic()
+        beat = pb.Heartbeat(sent_unix_s=now, seq=seq, want_ack=True, progress=reports)
+        return pb.AgentMessage(heartbeat=beat)
+
+    def _acked(self, ack: pb.HeartbeatAck) -> None:
+        with self._lock:
+            sent = self._beats.pop(ack.seq, None)
+        if sent is not None:
+            self.heartbeat_rtt = time.monotonic() - sent
+            self.arbiter_rho = ack.rho
 
     def _session(self) -> None:
         outbox: queue.Queue = queue.Queue()
@@ -262,7 +392,7 @@ class Agent:
             while not (done.is_set() or self._stop.is_set()):
                 now = time.time()
                 if now - last_beat >= self.heartbeat_seconds:
-                    outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=now)))
+                    outbox.put(self._heartbeat(now))
                     last_beat = now
                 try:
                     yield outbox.get(timeout=0.05)
@@ -271,9 +401,27 @@ class Agent:
 
         stub = rpc.AppMasterStub(self._channel())
         stream = stub.Session(requests(), metadata=[("x-app-token", self.token)])
+        # The arbiter sends the stream's headers once the session is open; a stream without
+        # them after SESSION_OPEN_TIMEOUT_S is cancelled and retried (seen once in ~20 failovers
+        # under load: a stream accepted during a takeover that no server ever answered).
+        opened = threading.Event()
+        watchdog = threading.Timer(
+            SESSION_OPEN_TIMEOUT_S, lambda: opened.is_set() or stream.cancel()
+        )
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            stream.initial_metadata()
+        finally:
+            opened.set()
+            watchdog.cancel()
+        if stream.cancelled():
+            done.set()
+            raise _Unanswered(f"no session on {self.target} within {SESSION_OPEN_TIMEOUT_S} s")
         self.connected.set()
         try:
             for msg in stream:
+                self._failovers_in_row = 0
                 if self._stop.is_set():
                     stream.cancel()
                     return
@@ -296,6 +444,8 @@ class Agent:
         elif kind == "error":
             self.errors.append((msg.error.code, msg.error.message))
             log.warning("agent %s: %s %s", self.app_id, msg.error.code, msg.error.message)
+        elif kind == "heartbeat_ack":
+            self._acked(msg.heartbeat_ack)
         elif kind == "rho_query":
             outbox.put(pb.AgentMessage(rho_report=pb.RhoReport(rho=self.rho_now())))
 

@@ -150,6 +150,11 @@ def _finite(v: float) -> bool:
     return math.isfinite(v)
 
 
+def _host_port(v: str) -> bool:
+    host, _, port = v.strip().rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) <= 65535
+
+
 def _check_tls(values: Mapping[str, Any]) -> None:
     if values["arbiter.grpc.tls.enabled"] and not (
         values["arbiter.grpc.tls.cert"] and values["arbiter.grpc.tls.key"]
@@ -468,6 +473,48 @@ SCHEMA = Schema(
             lambda v: bool(v),
             "a file path",
             "SQLite journal (WAL) of apps, tokens, leases, bids",
+        ),
+        Property(
+            "arbiter.ha.zk-address",
+            "",
+            str,
+            lambda v: all(_host_port(h) for h in v.split(",")) if v.strip() else True,
+            "host:port[,host:port...] of a ZooKeeper ensemble, or empty",
+            "active/standby arbiters (arbiter.ha): elect the active on this ZooKeeper and keep "
+            "the journal in it instead of arbiter.journal.path (empty: one arbiter, SQLite)",
+        ),
+        Property(
+            "arbiter.ha.id",
+            "",
+            str,
+            lambda v: "@" not in v and "/" not in v and "," not in v,
+            "a name without @ / or ,",
+            "this arbiter's name in the HA pair (a1, a2, ...; needed with arbiter.ha.zk-address)",
+        ),
+        Property(
+            "arbiter.ha.zk-root",
+            "/yarn-arbiter/default",
+            str,
+            lambda v: v.startswith("/") and len(v) > 1 and not v.endswith("/"),
+            "an absolute znode path, not ending in /",
+            "znode under which the pair keeps its election, leader epoch and journal",
+        ),
+        Property(
+            "arbiter.ha.session-timeout.seconds",
+            6.0,
+            float,
+            lambda v: _finite(v) and 1.0 <= v <= 60.0,
+            "seconds in [1, 60]",
+            "ZooKeeper session timeout: a dead active is replaced about this long after it dies",
+        ),
+        Property(
+            "arbiter.ha.advertise-address",
+            "",
+            str,
+            lambda v: not v.strip() or _host_port(v),
+            "host:port, or empty",
+            "where clients reach this arbiter, told to them by the standby "
+            "(empty: arbiter.grpc.bind-host:arbiter.grpc.port)",
         ),
     ),
     check=_check_tls,

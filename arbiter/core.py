@@ -26,13 +26,14 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from arbiter.admission import Credentials, anonymous_ok, check_credential, check_quota
 from arbiter.auction import Bid
 from arbiter.cluster import Cluster
 from arbiter.config import Config, ConfigError
 from arbiter.decider import Decider, decide_inline
+from arbiter.history import PlanSwitchRecord
 from arbiter.journal import AppRecord, Journal, hash_token, lease_id, new_token
 from arbiter.lease_book import LeaseBook
 from arbiter.messages import (
@@ -47,7 +48,7 @@ from arbiter.messages import (
 )
 from arbiter.rounds import ArbiterState, Lease
 from arbiter.scheduler import PendingRound, SchedulerLoop
-from arbiter.sessions import AppSessions
+from arbiter.sessions import AppSessions, Progress
 from arbiter.share_hub import QueryJob, ShareHub
 from arbiter.shares import Resources, ShareCause
 from arbiter.sqlite_store import StoreError
@@ -64,6 +65,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("yarn_arbiter.core")
+
+MAX_PLAN_ID = 256  # characters of a plan or stage id in a plan-switch report
+MAX_SWITCH_STAGES = 512  # stage ids a plan-switch report may list
 
 # Knobs an admin may change while the arbiter runs (SetKnob); the others need a restart.
 RUNTIME_KNOBS = frozenset({
@@ -113,7 +117,11 @@ class ArbiterCore:
         # health service) are told every change; see :meth:`_writing`.
         self.journal_error: str | None = None
         self.health_listeners: list[Callable[[bool], None]] = []
+        # Plan switches queries report (QOOP Pseudocode 2), for the console's history; the
+        # arbiter does not act on them.
+        self.plan_switch_listeners: list[Callable[[PlanSwitchRecord], None]] = []
         self._next_probe = 0.0
+        self._next_expiry = -math.inf  # abandoned apps are looked for once a second
 
     # ------------------------------------------------------------------ health
 
@@ -406,6 +414,14 @@ class ArbiterCore:
         with self._lock:
             self.sessions.heartbeat(app_id, self.clock())
 
+    def beat(self, app_id: str, reports: Sequence[Progress] = (), *, rho: bool = False) -> float:
+        """A heartbeat on the Session stream carrying the progress ``reports`` since the last
+        one, under one lock; returns ρ_current after them when ``rho`` (else NaN)."""
+        with self._lock:
+            now = self.clock()
+            self.sessions.beat(app_id, reports, now)
+            return self.scheduler.rho_current(app_id, now) if rho else math.nan
+
     def report_rho(self, app_id: str, rho: float) -> None:
         with self._lock:
             self.sessions.report_rho(app_id, rho, self.clock())
@@ -555,6 +571,49 @@ class ArbiterCore:
         with self._lock:
             self.shares.unregister(job_id)
 
+    def report_plan_switch(
+        self,
+        token: str | None,
+        job_id: str,
+        *,
+        at_s: float,
+        from_plan: str,
+        to_plan: str,
+        vcores: float,
+        memory_mb: float,
+        cancelled: Iterable[str] = (),
+        reused: Iterable[str] = (),
+    ) -> PlanSwitchRecord:
+        """A registered query's replanner changed its plan: checked, stamped with the query's
+        name and user, and handed to the listeners (the console's history)."""
+        cancelled, reused = tuple(cancelled), tuple(reused)
+        problems = []
+        if not (math.isfinite(at_s) and at_s >= 0):
+            problems.append(f"at_s must be a finite number >= 0, got {at_s}")
+        if not (math.isfinite(vcores) and vcores >= 0 and math.isfinite(memory_mb)
+                and memory_mb >= 0):  # fmt: skip
+            problems.append(f"share must be finite and >= 0, got {vcores} vcores, {memory_mb} MB")
+        for what, plan in (("from_plan", from_plan), ("to_plan", to_plan)):
+            if not plan or len(plan) > MAX_PLAN_ID:
+                problems.append(f"{what} must be 1-{MAX_PLAN_ID} characters, got {len(plan)}")
+        for what, stages in (("cancelled_stages", cancelled), ("reused_stages", reused)):
+            if len(stages) > MAX_SWITCH_STAGES or any(len(x) > MAX_PLAN_ID for x in stages):
+                problems.append(
+                    f"{what}: at most {MAX_SWITCH_STAGES} ids of <= {MAX_PLAN_ID} characters"
+                )
+        if problems:
+            raise RequestError(Code.INVALID_ARGUMENT, "; ".join(problems))
+        with self._lock:
+            self.shares.authorize(token, job_id)
+            q = self.shares.queries[job_id]
+            record = PlanSwitchRecord(
+                self.clock(), job_id, q.name, q.user, at_s, from_plan, to_plan,
+                vcores, memory_mb, cancelled, reused,
+            )  # fmt: skip
+        for listener in list(self.plan_switch_listeners):
+            listener(record)
+        return record
+
     # ------------------------------------------------------------------ admin
 
     def set_knob(self, key: str, value: str) -> tuple[str, str]:
@@ -587,7 +646,9 @@ class ArbiterCore:
             idle = self.config["arbiter.query.idle-expiry.seconds"]
             for job_id in self.shares.expire(now, idle):
                 log.info("query %s unregistered: no share stream open for %g s", job_id, idle)
-            self._expire_abandoned_apps(now)
+            if now >= self._next_expiry:  # a walk over every app; the limit is in hours
+                self._next_expiry = now + 1.0
+                self._expire_abandoned_apps(now)
             try:
                 with self._writing():
                     work = self.scheduler.step(now, self.config, self.cluster)

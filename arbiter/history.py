@@ -11,7 +11,10 @@ stays bounded however long the arbiter runs:
 * :class:`RhoSample`: each app's ρ_current (Themis Eq. 1) at a sampling instant, per app, for
   at most ``max_apps`` apps (the least recently seen app is forgotten first);
 * :class:`ShareSample`: QOOP's 1-over-n share R/|J| (QOOP Pseudocode 1) whenever the share
-  epoch moves.
+  epoch moves;
+* :class:`PlanSwitchRecord`: a query's change of plan as its replanner reported it (QOOP
+  Pseudocode 2: the switch on a share change, with the stages it cancelled and the
+  checkpoints the new plan resumes from).
 
 Everything here is pure data and plain Python; the arbiter's shell (:mod:`arbiter.telemetry`)
 feeds it and the console (:mod:`arbiter.console`) reads :meth:`History.to_json`.
@@ -32,6 +35,7 @@ __all__ = [
     "AuctionRecord",
     "BidderRecord",
     "History",
+    "PlanSwitchRecord",
     "RhoSample",
     "ShareSample",
     "auction_record",
@@ -163,6 +167,38 @@ class ShareSample:
     memory_mb: float
 
 
+@dataclass(frozen=True)
+class PlanSwitchRecord:
+    """One plan switch of a registered query (module docstring)."""
+
+    at: float  # the arbiter's clock when it was reported
+    job_id: str
+    query_name: str
+    user: str
+    at_s: float  # seconds since the query started, as the replanner measured them
+    from_plan: str
+    to_plan: str
+    vcores: float  # the share the new plan was chosen for
+    memory_mb: float
+    cancelled: tuple[str, ...]
+    reused: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "at": self.at,
+            "job_id": self.job_id,
+            "query_name": self.query_name,
+            "user": self.user,
+            "at_s": self.at_s,
+            "from_plan": self.from_plan,
+            "to_plan": self.to_plan,
+            "vcores": self.vcores,
+            "memory_mb": self.memory_mb,
+            "cancelled": list(self.cancelled),
+            "reused": list(self.reused),
+        }
+
+
 class History:
     """The ring buffers (module docstring); thread-safe, every method O(record size)."""
 
@@ -173,12 +209,14 @@ class History:
         rho_samples: int = 180,
         max_apps: int = 256,
         shares: int = 360,
+        plan_switches: int = 200,
     ) -> None:
         for name, n in (
             ("auctions", auctions),
             ("rho_samples", rho_samples),
             ("max_apps", max_apps),
             ("shares", shares),
+            ("plan_switches", plan_switches),
         ):
             if n < 1:
                 raise ValueError(f"History {name} must be >= 1, got {n}")
@@ -188,6 +226,7 @@ class History:
         self._max_apps = max_apps
         self.rho: OrderedDict[str, deque[RhoSample]] = OrderedDict()
         self.shares: deque[ShareSample] = deque(maxlen=shares)
+        self.plan_switches: deque[PlanSwitchRecord] = deque(maxlen=plan_switches)
 
     def add_auction(self, record: AuctionRecord) -> None:
         with self._lock:
@@ -213,6 +252,10 @@ class History:
             self.shares.append(sample)
             return True
 
+    def add_plan_switch(self, record: PlanSwitchRecord) -> None:
+        with self._lock:
+            self.plan_switches.append(record)
+
     def to_json(self, auctions: int | None = None) -> dict[str, object]:
         """Everything kept (``auctions``: only that many of the newest rounds)."""
         with self._lock:
@@ -233,4 +276,5 @@ class History:
                     }
                     for s in self.shares
                 ],
+                "plan_switches": [r.to_json() for r in reversed(self.plan_switches)],
             }

@@ -92,6 +92,7 @@ class SchedulerLoop:
         self._policy_key: tuple[str, str] | None = None
         self._policy_due = 0.0
         self._policy_members: frozenset[str] = frozenset()
+        self._silent_due = -math.inf  # when silent Agents are next looked for
 
     # ------------------------------------------------------------------ the policy
 
@@ -116,8 +117,11 @@ class SchedulerLoop:
         policy, call for bids, or close the open round and return it to decide."""
         book = self.book
         book.expire(now)
-        for app_id in self.sessions.silent(now, config["arbiter.heartbeat.timeout.seconds"]):
-            book.end_app(app_id, now)
+        timeout = config["arbiter.heartbeat.timeout.seconds"]
+        if now >= self._silent_due:  # a walk over every session: a tenth of the timeout apart
+            self._silent_due = now + min(1.0, timeout / 10)
+            for app_id in self.sessions.silent(now, timeout):
+                book.end_app(app_id, now)
         policy = self._policy
         assert policy is not None, "configure() builds the policy before the first step"
         if not getattr(policy, "two_phase", False):

@@ -8,6 +8,12 @@ input never reaches the core half-parsed: a malformed bid (NaN or non-positive Ï
 too many rows) is rejected with INVALID_ARGUMENT naming the field, and state is unchanged.
 Every refused credential is logged.
 
+Fan-in (thousands of Agents on one event loop): a heartbeat with ``want_ack`` is answered on
+the Session stream with a ``HeartbeatAck``, its batched progress reports applied under one lock
+(the unary ``ReportProgress`` stays for existing clients); items from the scheduler thread reach
+the loop in batches, one wake-up per burst; an offer is serialized once for all its
+participants. ``benchmarks/arbiter_load.py`` measures it.
+
 :func:`build_server` assembles the gRPC server: the three services, the standard health and
 reflection services, a message-size limit, and TLS / mutual TLS from certificate files.
 """
@@ -17,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import math
 import threading
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import _async as health_async
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -42,9 +49,11 @@ from arbiter.wire.admin import app_info_to_pb, cluster_state_to_pb
 from arbiter.wire.appmaster import (
     allocation_to_pb,
     bid_from_pb,
+    heartbeat_from_pb,
     job_from_pb,
     lease_to_pb,
     offer_to_pb,
+    progress_from_pb,
     revocation_to_pb,
     session_error_to_pb,
 )
@@ -83,18 +92,74 @@ class _CountCalls(grpc.aio.ServerInterceptor):
         return await continuation(handler_call_details)
 
 
+class _Post:
+    """Hands items from other threads to queues of one event loop, waking the loop once per
+    batch: the scheduler thread puts an offer into every participant's outbox at once (3,000
+    at fan-in), and one ``call_soon_threadsafe`` each would write the loop's self-pipe 3,000
+    times. A batch is delivered :data:`_POST_CHUNK` items per turn of the loop, so the
+    heartbeats that arrive meanwhile are read (and answered) between chunks instead of after
+    the whole burst."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[asyncio.Queue, object]] = collections.deque()
+        self._scheduled = False
+
+    def put(self, queue: asyncio.Queue, item: object) -> None:
+        self._items.append((queue, item))  # atomic; a drain takes it
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        items = self._items
+        for _ in range(_POST_CHUNK):
+            if not items:
+                break
+            queue, item = items.popleft()
+            queue.put_nowait(item)
+        if items:  # the rest on the next turn, after the loop has polled its sockets
+            self._loop.call_soon(self._drain)
+            return
+        self._scheduled = False
+        if items:  # appended by a thread that still saw a drain scheduled
+            self._scheduled = True
+            self._loop.call_soon(self._drain)
+
+
+_POST_CHUNK = 64
+_posts: dict[asyncio.AbstractEventLoop, _Post] = {}
+_posts_lock = threading.Lock()
+
+
+def _post_for(loop: asyncio.AbstractEventLoop) -> _Post:
+    with _posts_lock:
+        post = _posts.get(loop)
+        if post is None:
+            for old in [x for x in _posts if x.is_closed()]:
+                del _posts[old]
+            post = _posts[loop] = _Post(loop)
+        return post
+
+
 class _Bridge:
     """A queue the (threaded) core puts into and an asyncio handler awaits.
 
-    ``put`` may be called from any thread; items reach the event loop that created the bridge.
+    ``put`` may be called from any thread; items reach the event loop that created the bridge
+    in the order each thread put them, and :data:`CLOSE` comes after everything put before it.
     """
 
     def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue = asyncio.Queue()
+        self._thread = threading.get_ident()
+        self._post = _post_for(loop)
 
     def put(self, item: object) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        if threading.get_ident() == self._thread and item is not CLOSE:
+            self._queue.put_nowait(item)  # on the loop (an ack, an error): no wake-up needed
+        else:  # CLOSE queues behind what other threads put before (an allocation)
+            self._post.put(self._queue, item)
 
     async def get(self) -> object:
         return await self._queue.get()
@@ -123,29 +188,31 @@ async def _abort(context: grpc.aio.ServicerContext, err: RequestError, core: Arb
     await context.abort(_STATUS[err.code], err.message)
 
 
-# The core puts one Offer object into every participant's outbox: build its message once.
-_offer_cache: collections.OrderedDict[int, tuple[Offer, pb.ArbiterMessage]] = (
-    collections.OrderedDict()
-)
+# The core puts one Offer object into every participant's outbox: serialize its message once
+# (3,000 participants at fan-in were 3,000 serializations of the same message).
+_offer_cache: collections.OrderedDict[int, tuple[Offer, bytes]] = collections.OrderedDict()
 _offer_lock = threading.Lock()
 
 
-def _offer_to_pb(item: Offer, cluster: Cluster) -> pb.ArbiterMessage:
+def _offer_bytes(item: Offer, cluster: Cluster) -> bytes:
     with _offer_lock:
         hit = _offer_cache.get(id(item))
         if hit is not None and hit[0] is item:
             return hit[1]
-    msg = pb.ArbiterMessage(offer=offer_to_pb(item, cluster))
+    data = pb.ArbiterMessage(offer=offer_to_pb(item, cluster)).SerializeToString()
     with _offer_lock:
-        _offer_cache[id(item)] = (item, msg)
+        _offer_cache[id(item)] = (item, data)
         while len(_offer_cache) > 8:
             _offer_cache.popitem(last=False)
-    return msg
+    return data
 
 
-def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
+def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage | bytes:
+    """The message for an outbox item, or its bytes when already serialized (an offer)."""
+    if isinstance(item, pb.ArbiterMessage):  # built on the loop (a heartbeat's ack)
+        return item
     if isinstance(item, Offer):
-        return _offer_to_pb(item, cluster)
+        return _offer_bytes(item, cluster)
     if isinstance(item, Allocation):
         return pb.ArbiterMessage(allocation=allocation_to_pb(item))
     if isinstance(item, Revocation):
@@ -153,6 +220,53 @@ def _outbound(item: object, cluster: Cluster) -> pb.ArbiterMessage:
     if isinstance(item, RequestError):
         return pb.ArbiterMessage(error=session_error_to_pb(item))
     raise TypeError(f"cannot send {item!r}")
+
+
+def _serialize_session(msg: pb.ArbiterMessage | bytes) -> bytes:
+    """The Session stream's response serializer: messages, and bytes passed through."""
+    return msg if isinstance(msg, bytes) else msg.SerializeToString()
+
+
+class _Captured:
+    """Takes the method handlers a generated ``add_*Servicer_to_server`` registers."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(self, name: str, handlers: dict) -> None:
+        self.name, self.handlers = name, dict(handlers)
+
+
+def _add_appmaster(servicer: rpc.AppMasterServicer, server: grpc.aio.Server) -> None:
+    """``rpc.add_AppMasterServicer_to_server`` with the Session stream's serializer taking
+    pre-serialized bytes too (the offers)."""
+    captured = _Captured()
+    rpc.add_AppMasterServicer_to_server(servicer, captured)
+    session = captured.handlers["Session"]
+    captured.handlers["Session"] = grpc.stream_stream_rpc_method_handler(
+        session.stream_stream,
+        request_deserializer=session.request_deserializer,
+        response_serializer=_serialize_session,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(captured.name, captured.handlers),)
+    )
+    server.add_registered_method_handlers(captured.name, captured.handlers)
+
+
+@dataclass(frozen=True)
+class _Abort:
+    """Ends a session's call with ``error``'s status (put by its reader task)."""
+
+    error: RequestError
+
+
+def _malformed(exc: DecodeError) -> RequestError:
+    return RequestError(Code.INVALID_ARGUMENT, f"malformed session message: {exc}")
 
 
 class AppMasterService(rpc.AppMasterServicer):
@@ -182,9 +296,12 @@ class AppMasterService(rpc.AppMasterServicer):
             heartbeat_timeout_s=cfg["arbiter.heartbeat.timeout.seconds"],
         )
 
-    async def Session(self, request_iterator, context) -> AsyncIterator[pb.ArbiterMessage]:
+    async def Session(self, request_iterator, context) -> AsyncIterator[pb.ArbiterMessage | bytes]:
         token = _metadata(context, "x-app-token")
-        first = await anext(aiter(request_iterator), None)
+        try:
+            first = await anext(aiter(request_iterator), None)
+        except DecodeError as exc:
+            await _abort(context, _malformed(exc), self.core)
         if first is None:
             return
         try:
@@ -196,6 +313,9 @@ class AppMasterService(rpc.AppMasterServicer):
             await _abort(context, err, self.core)
         outbox = _Bridge()
         self.core.open_session(app_id, outbox, first.hello.resume_after_round)
+        # the session is open: say so at once (headers), so an Agent can tell a live session
+        # from a stream nobody serves (it gives up on one after SESSION_OPEN_TIMEOUT_S)
+        await context.send_initial_metadata(())
 
         async def read() -> None:
             try:
@@ -203,7 +323,12 @@ class AppMasterService(rpc.AppMasterServicer):
                     kind = msg.WhichOneof("kind")
                     try:
                         if kind == "heartbeat":
-                            self.core.heartbeat(app_id)
+                            beat = msg.heartbeat
+                            reports = heartbeat_from_pb(beat, self.core.cluster)
+                            rho = self.core.beat(app_id, reports, rho=beat.want_ack)
+                            if beat.want_ack:
+                                ack = pb.HeartbeatAck(seq=beat.seq, rho=rho)
+                                outbox.put(pb.ArbiterMessage(heartbeat_ack=ack))
                         elif kind == "rho_report":
                             self.core.report_rho(app_id, msg.rho_report.rho)
                         elif kind == "bid":
@@ -217,6 +342,8 @@ class AppMasterService(rpc.AppMasterServicer):
                         outbox.put(err)  # reported on the stream; the session stays open
             except (grpc.RpcError, asyncio.CancelledError):
                 pass
+            except DecodeError as exc:  # not an AgentMessage: the call ends, refused
+                outbox.put(_Abort(_malformed(exc)))
             finally:
                 outbox.put(CLOSE)
 
@@ -226,6 +353,8 @@ class AppMasterService(rpc.AppMasterServicer):
                 item = await outbox.get()
                 if item is CLOSE:
                     break
+                if isinstance(item, _Abort):
+                    await _abort(context, item.error, self.core)
                 yield _outbound(item, self.core.cluster)
         finally:
             reader.cancel()
@@ -250,21 +379,8 @@ class AppMasterService(rpc.AppMasterServicer):
     async def ReportProgress(self, request, context):
         try:
             app_id = self.core.authenticate_app(_metadata(context, "x-app-token"))
-            if not (math.isfinite(request.iter_time_s) and request.iter_time_s >= 0):
-                raise RequestError(
-                    Code.INVALID_ARGUMENT,
-                    f"iter_time_s must be a finite number >= 0, got {request.iter_time_s}",
-                )
-            unknown = [g for g in request.placement_gpu_ids if g not in self.core.cluster]
-            if unknown:
-                raise RequestError(
-                    Code.INVALID_ARGUMENT, f"placement_gpu_ids names unknown GPUs: {unknown[:5]}"
-                )
-            self.core.report_progress(
-                app_id, request.iters_done, request.iters_remaining, request.iter_time_s
-            )
-            now = self.core.clock()
-            rho = self.core.rho_current(app_id, now)
+            report = progress_from_pb(request, self.core.cluster)
+            rho = self.core.beat(app_id, (report,), rho=True)
         except RequestError as err:
             await _abort(context, err, self.core)
         return pb.ProgressAck(rho=rho)
@@ -312,6 +428,24 @@ class QueryShareService(rpc.QueryShareServicer):
         except RequestError as err:
             await _abort(context, err, self.core)
         return pb.UnregisterQueryResponse()
+
+    async def ReportPlanSwitch(self, request, context):
+        try:
+            share = request.share
+            self.core.report_plan_switch(
+                _metadata(context, "x-app-token"),
+                request.job_id,
+                at_s=request.at_s,
+                from_plan=request.from_plan,
+                to_plan=request.to_plan,
+                vcores=share.vcores,
+                memory_mb=share.memory_mb,
+                cancelled=request.cancelled_stages,
+                reused=request.reused_stages,
+            )
+        except RequestError as err:
+            await _abort(context, err, self.core)
+        return pb.PlanSwitchAck()
 
 
 class AdminService(rpc.AdminServicer):
@@ -435,7 +569,7 @@ async def build_server(
             ("grpc.server.max_pending_requests_hard_limit", 40000),
         ],
     )
-    rpc.add_AppMasterServicer_to_server(AppMasterService(core), server)
+    _add_appmaster(AppMasterService(core), server)
     rpc.add_QueryShareServicer_to_server(QueryShareService(core), server)
     rpc.add_AdminServicer_to_server(AdminService(core), server)
     health_servicer = health_async.HealthServicer()

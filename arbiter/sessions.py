@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import queue
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from arbiter.journal import AppRecord, Journal, hash_token, token_matches
@@ -188,7 +188,12 @@ class AppSessions:
     def report_progress(
         self, app_id: str, iters_done: int, iters_remaining: int, iter_time_s: float, now: float
     ) -> None:
-        self.progress[app_id] = Progress(
-            float(iters_done), float(iters_remaining), float(iter_time_s)
+        self.beat(
+            app_id, (Progress(float(iters_done), float(iters_remaining), float(iter_time_s)),), now
         )
+
+    def beat(self, app_id: str, reports: Sequence[Progress], now: float) -> None:
+        """A heartbeat carrying ``reports`` (the latest one is kept, as for one report each)."""
+        if reports:
+            self.progress[app_id] = reports[-1]
         self.heartbeat(app_id, now)

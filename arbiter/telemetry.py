@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
+from prometheus_client import Counter as PromCounter
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -48,7 +49,7 @@ from prometheus_client.core import (
 
 from arbiter.auction import Bid
 from arbiter.decider import Decider
-from arbiter.history import History, ShareSample, auction_record
+from arbiter.history import History, PlanSwitchRecord, ShareSample, auction_record
 from arbiter.journal import AppRecord, Journal, Recovered
 from arbiter.policies.base import Decision, Policy, Snapshot
 from arbiter.rounds import ArbiterState
@@ -317,6 +318,11 @@ class Telemetry:
             buckets=_POLL_BUCKETS,
             registry=self.registry,
         )
+        self.plan_switches = PromCounter(
+            "yarn_arbiter_plan_switches_total",
+            "Plan switches registered queries reported (QOOP's replanner).",
+            registry=self.registry,
+        )
         self.registry.register(_Collector(self))
 
     # ------------------------------------------------------------------ wiring
@@ -353,6 +359,11 @@ class Telemetry:
 
     def bind(self, core: ArbiterCore) -> None:
         self.core = core
+        core.plan_switch_listeners.append(self._plan_switched)
+
+    def _plan_switched(self, record: PlanSwitchRecord) -> None:
+        self.history.add_plan_switch(record)
+        self.plan_switches.inc()
 
     def add_source(self, name: str, source: StatusSource) -> None:
         """An attachment's status: a JSON-able mapping for the console; its ``ready`` key

@@ -1,20 +1,28 @@
-"""Arbiter under load: N concurrent Agents over gRPC against a served arbiter (one process).
+"""Arbiter under load: N concurrent Agents over gRPC against a served arbiter, ours against the
+previous one in the same run.
 
-The arbiter runs as ``yarn-arbiter serve`` in its own process on ``themis-sim-256``; this
-process drives N Agents with grpc.aio: each registers, keeps a Session stream open with a
-heartbeat message every second, sends a ``ReportProgress`` call every second (the unary
-heartbeat whose latency is measured), and answers every offer with a bid of a few rows drawn
-from the offer. A tenth as many Hive query jobs subscribe to their fair share. Reported: RPCs/s,
-p50/p99 latency per RPC type, offer-to-allocation latency, auction rounds/s, errors. Leases
-last 3 s so that rounds keep coming; ``p99_ms`` is the worst steady-state unary RPC (the
-heartbeat ``ReportProgress``); ``RegisterApp`` happens in one burst at start and is reported
-apart.
+Each arbiter runs as ``yarn-arbiter serve`` in its own process on ``themis-sim-256`` (3-second
+leases, so that rounds keep coming); this process drives N Agents with grpc.aio: each registers,
+keeps a Session stream open, sends a heartbeat and a progress report every second and answers
+every offer with a bid of a few rows drawn from the offer; N/10 Hive query jobs subscribe to
+their fair share. Three configurations, at each Agent count:
 
-Sweep several agent counts to find the knee: ``--agents 10,100,300,1000``. Writes
-``benchmarks/results/arbiter_load.json`` (one record per agent count with the keys ``agents``,
-``rpcs_per_s``, ``p99_ms`` (worst unary RPC type) and ``errors``).
+* ``previous/unary``: the arbiter of ``--previous-rev`` (``git archive`` of the commit before
+  the stream heartbeat), driven the way it is spoken to: a Heartbeat on the stream and a unary
+  ``ReportProgress`` call each second, whose round trip is the heartbeat's;
+* ``ours/unary``: this tree's arbiter, driven the same way (existing clients);
+* ``ours/stream``: this tree's arbiter, one Heartbeat on the stream carrying the progress report
+  and asking for a ``HeartbeatAck``, whose round trip is the heartbeat's.
 
-Target (this 2-core machine): 1,000 Agents at one heartbeat per second with p99 <= 50 ms
+Latencies are taken after every Agent and subscriber is up and the registration burst's backlog
+has drained (at most 30 s). Reported per run: heartbeat round trips answered per second against
+the N offered, their p50/p99, errors (a late bid refused, a heartbeat unanswered in 5 s: every
+error counts), the arbiter's own CPU (cores, and per 1,000 Agents) apart from its niced auction
+worker's, the load generator's CPU, rounds/s, RegisterApp (a burst at start) and
+offer-to-allocation latency. ``--quick``: 1,000 and 3,000 Agents, 8 measured seconds each.
+Writes ``benchmarks/results/arbiter_load.json`` (``arbiter_load_quick.json`` with ``--quick``).
+
+Target (this 2-core machine, load generator included): 3,000 Agents with heartbeat p99 <= 50 ms
 and zero errors.
 """
 
@@ -45,6 +53,10 @@ from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ADMIN_TOKEN = "load-admin"
+ACK_TIMEOUT_S = 5.0  # a heartbeat unanswered this long is an error (the unary call's deadline)
+# what the heartbeat round trip is called in each transport's latencies
+HEARTBEAT = {"unary": "ReportProgress", "stream": "Heartbeat->ack"}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -63,9 +75,12 @@ class Stats:
         self.lat: dict[str, list[float]] = defaultdict(list)
         self.errors: dict[str, int] = defaultdict(int)
         self.examples: dict[str, str] = {}  # the first message of each kind of error
+        self.slow: list[float] = []  # when each heartbeat slower than 50 ms was sent
+        self.offers: dict[int, float] = {}  # round -> when its first offer arrived
         self.count = 0
         self.share_updates = 0
         self.ready = 0  # agents whose first heartbeat went through, subscribers subscribed
+        self.in_flight = 0  # heartbeats sent and not yet answered (or failed)
 
     def error(self, kind: str, details: str | None) -> None:
         self.errors[kind] += 1
@@ -76,12 +91,19 @@ class Stats:
         self.count += 1
 
 
-async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: int) -> None:
+async def agent(
+    stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: int, transport: str
+) -> None:
+    """One Agent. ``transport`` carries its heartbeat and progress report each second:
+    ``unary`` (the previous way: a Heartbeat on the Session stream and a ``ReportProgress``
+    call, whose round trip is measured) or ``stream`` (one Heartbeat on the stream carrying the
+    report and asking for a ``HeartbeatAck``, whose round trip is measured)."""
     t = time.perf_counter()
     demand = random.choice((1, 2, 4, 8))
     try:
         reg = await stub.RegisterApp(
-            pb.RegisterAppRequest(app_name=f"load-{k}", max_gpu_demand=demand)
+            pb.RegisterAppRequest(app_name=f"load-{k}", max_gpu_demand=demand),
+            metadata=[("x-admin-token", ADMIN_TOKEN)],
         )
     except grpc.RpcError as exc:
         stats.error(f"RegisterApp {exc.code().name}", exc.details())
@@ -92,6 +114,8 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
     await outbox.put(pb.AgentMessage(hello=pb.SessionHello(app_id=reg.app_id)))
     offered_at: dict[int, float] = {}
     held: dict[str, float] = {}  # GPU -> lease end (the room a bid may ask for)
+    beats: dict[int, float] = {}  # heartbeat seq -> when sent (stream transport)
+    acked = asyncio.Event()  # the first ack (stream transport: the Agent is up)
 
     async def requests():
         # Plain awaits, no per-message timers or tasks: the load generator shares the
@@ -105,9 +129,18 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
         try:
             async for msg in call:
                 kind = msg.WhichOneof("kind")
-                if kind == "offer":
+                if kind == "heartbeat_ack":
+                    sent = beats.pop(msg.heartbeat_ack.seq, None)
+                    if sent is not None:
+                        stats.in_flight -= 1
+                        stats.record(HEARTBEAT[transport], time.perf_counter() - sent)
+                        if time.perf_counter() - sent > 0.05:
+                            stats.slow.append(sent)
+                        acked.set()
+                elif kind == "offer":
                     o = msg.offer
                     offered_at[o.round] = time.perf_counter()
+                    stats.offers.setdefault(o.round, offered_at[o.round])
                     ids = [g.id for g in o.gpus]
                     now = time.time()
                     room = demand - sum(1 for end in held.values() if end > now)
@@ -139,20 +172,44 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
     loop = asyncio.get_running_loop()
     beat = loop.time() + random.random()  # spread heartbeats over the second
     first = True
+    seq = 0
+    report = pb.ProgressReport(job_id="j", iter_time_s=0.1)
     while True:
         await asyncio.sleep(max(0.0, beat - loop.time()))
         beat += 1.0
         if stop.is_set():
             break
-        await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=time.time())))
-        t = time.perf_counter()
-        try:
-            await stub.ReportProgress(
-                pb.ProgressReport(job_id="j", iter_time_s=0.1), metadata=md, timeout=5
+        seq += 1
+        if transport == "stream":
+            beats[seq] = time.perf_counter()
+            stats.in_flight += 1
+            await outbox.put(
+                pb.AgentMessage(
+                    heartbeat=pb.Heartbeat(
+                        sent_unix_s=time.time(), seq=seq, want_ack=True, progress=[report]
+                    )
+                )
             )
-            stats.record("ReportProgress", time.perf_counter() - t)
-        except grpc.RpcError as exc:
-            stats.error(f"ReportProgress {exc.code().name}", exc.details())
+            late = [s for s, sent in beats.items() if time.perf_counter() - sent > ACK_TIMEOUT_S]
+            for s in late:  # as a unary call's deadline would: an error, not a latency
+                del beats[s]
+                stats.in_flight -= 1
+                stats.error("Heartbeat ack DEADLINE_EXCEEDED", f"no ack in {ACK_TIMEOUT_S} s")
+            if first:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(acked.wait(), ACK_TIMEOUT_S)
+        else:
+            await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(sent_unix_s=time.time())))
+            t = time.perf_counter()
+            stats.in_flight += 1
+            try:
+                await stub.ReportProgress(report, metadata=md, timeout=ACK_TIMEOUT_S)
+                stats.record(HEARTBEAT[transport], time.perf_counter() - t)
+                if time.perf_counter() - t > 0.05:
+                    stats.slow.append(t)
+            except grpc.RpcError as exc:
+                stats.error(f"ReportProgress {exc.code().name}", exc.details())
+            stats.in_flight -= 1
         if first:
             first = False
             stats.ready += 1
@@ -162,7 +219,9 @@ async def agent(stub: rpc.AppMasterStub, stats: Stats, stop: asyncio.Event, k: i
 
 
 async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event) -> None:
-    reg = await stub.RegisterQuery(pb.RegisterQueryRequest(query_name="q"))
+    reg = await stub.RegisterQuery(
+        pb.RegisterQueryRequest(query_name="q"), metadata=[("x-admin-token", ADMIN_TOKEN)]
+    )
     call = stub.SubscribeShare(
         pb.SubscribeShareRequest(job_id=reg.job_id), metadata=[("x-app-token", reg.job_token)]
     )
@@ -182,16 +241,18 @@ async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event
     await asyncio.gather(task, return_exceptions=True)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and its children (the auction worker)."""
-    procs = [psutil.Process(pid)]
-    procs += procs[0].children(recursive=True)
-    total = 0.0
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            t = p.cpu_times()
-            total += t.user + t.system
-    return total
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User + system CPU seconds of ``pid`` and of its children (the auction worker)."""
+    main = psutil.Process(pid)
+    out = []
+    for procs in ([main], main.children(recursive=True)):
+        total = 0.0
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        out.append(total)
+    return out[0], out[1]
 
 
 def own_cpu_seconds() -> float:
@@ -204,21 +265,25 @@ async def run_part(
     ks: range,
     subscribers: int,
     seconds: float,
-    admin_token: str,
+    transport: str,
     server_pid: int,
     sync,
     main: bool,
+    profile: str = "",
 ) -> dict:
     """One load process: agents ``ks`` and ``subscribers`` share subscribers. Every part ramps
     up, meets the others at ``sync`` (a barrier), warms up and measures for ``seconds``; the
-    ``main`` part also reads the round counter and the arbiter's CPU time."""
+    ``main`` part also reads the round counter and the arbiter's CPU time, and samples the
+    arbiter with py-spy into the file ``profile`` (when given) while measuring."""
     stats = Stats()
     stop = asyncio.Event()
     channels = [
         grpc.aio.insecure_channel(f"localhost:{port}") for _ in range(max(1, len(ks) // 50))
     ]
     tasks = [
-        asyncio.create_task(agent(rpc.AppMasterStub(channels[k % len(channels)]), stats, stop, k))
+        asyncio.create_task(
+            agent(rpc.AppMasterStub(channels[k % len(channels)]), stats, stop, k, transport)
+        )
         for k in ks
     ]
     tasks += [
@@ -228,38 +293,64 @@ async def run_part(
         for i in range(subscribers)
     ]
     admin = rpc.AdminStub(channels[0])
-    md = [("x-admin-token", admin_token)]
+    md = [("x-admin-token", ADMIN_TOKEN)]
     # ramp-up: every agent registered and heartbeating, every subscriber subscribed (the
     # RegisterApp burst is reported apart), in every part; then a few seconds of steady state
     t_ramp = time.perf_counter()
-    while stats.ready < len(tasks) and time.perf_counter() - t_ramp < 120:
+    while stats.ready < len(tasks) and time.perf_counter() - t_ramp < 180:
         await asyncio.sleep(0.1)
-    await asyncio.get_running_loop().run_in_executor(None, sync.wait, 180)
+    await asyncio.get_running_loop().run_in_executor(None, sync.wait, 240)
     ramp_s = time.perf_counter() - t_ramp
+    # warm-up: a few seconds, and until the registration burst's backlog of heartbeats has
+    # drained (at most 30 s more; what is left is measured)
     await asyncio.sleep(min(3.0, seconds / 3))
-    warm = stats.count
+    t_settle = time.perf_counter()
+    while stats.in_flight > max(10, len(ks) // 10) and time.perf_counter() - t_settle < 30:
+        await asyncio.sleep(0.2)
+    settle_s = time.perf_counter() - t_settle
+    beat_kind = HEARTBEAT[transport]
+    errors0 = sum(stats.errors.values())
     r0 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
-    cpu0 = (cpu_seconds(server_pid) if main else 0.0, own_cpu_seconds())
+    cpu0 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
+    spy = None
+    if profile and main:
+        spy = subprocess.Popen(
+            [PY_SPY, "record", "--pid", str(server_pid), "--duration", str(int(seconds)),
+             "--rate", "50", "--native", "--format", "raw", "--output", profile],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
     t0 = time.perf_counter()
-    for kind in ("ReportProgress", "offer->allocation"):
+    for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
+    stats.slow.clear()
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
-    cpu1 = (cpu_seconds(server_pid) if main else 0.0, own_cpu_seconds())
+    cpu1 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
     r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
-    measured = stats.count - warm
+    delivered = len(stats.lat[beat_kind])
+    if spy is not None:
+        await asyncio.get_running_loop().run_in_executor(None, spy.wait, 120)
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     for ch in channels:
         await ch.close()
     return {
         "lat": dict(stats.lat),
+        # heartbeats slower than 50 ms sent within a second after a round's first offer
+        "slow": len(stats.slow),
+        "slow_in_round": sum(
+            1 for t in stats.slow if any(0 <= t - o <= 1.0 for o in stats.offers.values())
+        ),
         "errors": dict(stats.errors),
+        "errors_measured": sum(stats.errors.values()) - errors0,
         "error_examples": stats.examples,
-        "measured": measured,
+        "delivered": delivered,
+        "up": stats.ready,
         "elapsed": elapsed,
         "ramp_s": ramp_s,
-        "server_cpu": cpu1[0] - cpu0[0],
+        "settle_s": settle_s,
+        "server_cpu": cpu1[0][0] - cpu0[0][0],
+        "auction_cpu": cpu1[0][1] - cpu0[0][1],
         "client_cpu": cpu1[1] - cpu0[1],
         "rounds": r1 - r0,
         "share_updates": stats.share_updates,
@@ -275,20 +366,26 @@ def _part_process(args: tuple, sync, out) -> None:
 
 
 def run_load(
-    port: int, agents: int, seconds: float, admin_token: str, server_pid: int, procs: int = 1
+    port: int,
+    agents: int,
+    seconds: float,
+    transport: str,
+    server_pid: int,
+    procs: int = 1,
+    profile: str = "",
 ) -> dict:
-    """Drive ``agents`` Agents (and a tenth as many share subscribers) from ``procs`` load
-    processes; merge their measurements into one record."""
+    """Drive ``agents`` Agents (and a tenth as many share subscribers) over ``transport`` from
+    ``procs`` load processes; merge their measurements into one record."""
     subs = max(1, agents // 10)
     procs = max(1, min(procs, agents))
     cut = [agents * p // procs for p in range(procs + 1)]
     parts = [
         (port, range(cut[p], cut[p + 1]), subs * (p + 1) // procs - subs * p // procs, seconds,
-         admin_token, server_pid, p == 0)
+         transport, server_pid, p == 0, profile)
         for p in range(procs)
     ]  # fmt: skip
     if procs == 1:
-        results = [asyncio.run(run_part(*parts[0][:6], threading.Barrier(1), parts[0][6]))]
+        results = [asyncio.run(run_part(*parts[0][:6], threading.Barrier(1), *parts[0][6:]))]
     else:
         ctx = multiprocessing.get_context("spawn")
         sync, out = ctx.Barrier(procs), ctx.Queue()
@@ -322,31 +419,207 @@ def run_load(
         for kind, v in lat.items()
         if v
     }
-    # Steady-state RPCs; RegisterApp is the start-up burst (all agents at once), reported apart.
-    unary = [v["p99_ms"] for k, v in per_type.items() if k == "ReportProgress"]
+    beat = per_type.get(HEARTBEAT[transport], {})
+    server_cores = main_part["server_cpu"] / elapsed
     return {
         "agents": agents,
+        "transport": transport,
         "load_processes": procs,
         "seconds": round(elapsed, 1),
         "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
-        # cores busy while measuring: the arbiter (with its auction worker), the load generator
-        "server_cores": round(main_part["server_cpu"] / elapsed, 2),
+        "settle_s": round(max(r["settle_s"] for r in results), 1),  # the backlog's drain
+        "agents_up": sum(r["up"] for r in results) - subs,
+        # cores busy while measuring: the arbiter's process (gRPC, sessions, the scheduling
+        # loop: what fan-in costs), its niced auction worker (which takes what is left, up to
+        # the time budget per round), the load generator
+        "server_cores": round(server_cores, 3),
+        "server_cores_per_1000_agents": round(server_cores * 1000 / agents, 3),
+        "auction_cores": round(main_part["auction_cpu"] / elapsed, 3),
+        # the arbiter's CPU per heartbeat answered (rounds included): its cost, whether or
+        # not the machine gave it the cores to keep up
+        "server_cpu_ms_per_heartbeat": round(
+            main_part["server_cpu"] * 1e3 / max(1, sum(r["delivered"] for r in results)), 3
+        ),
         "client_cores": round(sum(r["client_cpu"] for r in results) / elapsed, 2),
-        "rpcs_per_s": round(sum(r["measured"] for r in results) / elapsed, 1),
-        "p99_ms": max(unary) if unary else None,
+        # heartbeat round trips: offered (one per Agent per second) and answered, per second
+        "heartbeats_offered_per_s": float(agents),
+        "heartbeats_per_s": round(sum(r["delivered"] for r in results) / elapsed, 1),
+        "p50_ms": beat.get("p50_ms"),
+        "p99_ms": beat.get("p99_ms"),
+        # every error from registration to shutdown (late bids refused included), and those
+        # of the measured seconds
         "errors": sum(errors.values()),
+        "errors_measured": sum(r["errors_measured"] for r in results),
         "error_kinds": dict(errors),
         "error_examples": examples,
         "rounds_per_s": round(main_part["rounds"] / elapsed, 2),
+        # where the tail is: heartbeats over 50 ms, and those sent within 1 s after an offer
+        "slow_heartbeats": sum(r["slow"] for r in results),
+        "slow_heartbeats_in_rounds": sum(r["slow_in_round"] for r in results),
         "share_updates": sum(r["share_updates"] for r in results),
         "per_type": per_type,
     }
 
 
+# The arbiter before the stream heartbeat (the commit this work started from): served from a
+# `git archive` of that commit, driven over the unary transport it has.
+PREVIOUS_REV = "e0a4189"
+CONFIGS = {
+    "previous/unary": ("previous", "unary"),
+    "ours/unary": ("ours", "unary"),
+    "ours/stream": ("ours", "stream"),
+}
+
+
+def previous_tree(rev: str, into: Path) -> Path:
+    """The repository at ``rev``, unpacked into ``into`` (``git archive``)."""
+    repo = Path(__file__).resolve().parent.parent
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", rev],
+        check=True, capture_output=True,
+    ).stdout  # fmt: skip
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def serve_and_load(
+    root: Path,
+    agents: int,
+    seconds: float,
+    transport: str,
+    policy: str,
+    procs: int,
+    profile: str = "",
+) -> dict:
+    """Serve the arbiter of the tree ``root`` in its own process and drive it (``profile``: a
+    py-spy raw file to sample it into while measuring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        token_file = Path(tmp) / "admin"
+        token_file.write_text(ADMIN_TOKEN + "\n")
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(root),
+            "ARBITER_LEASE_SECONDS": "3",
+            "ARBITER_HEARTBEAT_TIMEOUT_SECONDS": "10",
+            "ARBITER_BID_DEADLINE_SECONDS": "1",
+            "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.5",
+            "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
+            "ARBITER_POLICY": policy,
+            # the Agents register with the admin credential, beyond the default quotas
+            "ARBITER_ADMISSION_MAX_APPS": "100000",
+            "ARBITER_ADMISSION_MAX_APPS_PER_USER": "100000",
+            "ARBITER_ADMISSION_MAX_QUERIES": "100000",
+            "ARBITER_ADMISSION_MAX_QUERIES_PER_USER": "100000",
+        }
+        log_path = Path(tmp) / "arbiter.log"
+        with log_path.open("w") as log_file:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", "themis-sim-256",
+                 "--port", str(port), "--journal", str(Path(tmp) / "j.db")],
+                env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=log_file,
+            )  # fmt: skip
+            try:
+                wait_serving(port, server)
+                return run_load(
+                    port, agents, seconds, transport, server.pid, procs=procs, profile=profile
+                )
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+                lines = log_path.read_text(errors="replace").splitlines()
+                bad = [ln for ln in lines if " ERROR " in ln or " WARNING " in ln]
+                if bad:  # the arbiter's own account of what went wrong
+                    print(f"arbiter log: {len(bad)} warnings/errors, last:", *bad[-5:], sep="\n  ")
+
+
+def wait_serving(port: int, server: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until the served arbiter accepts connections (or its process ended)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if server.poll() is not None:
+            raise RuntimeError(f"the arbiter exited with {server.returncode} before serving")
+        with contextlib.suppress(OSError), socket.create_connection(("localhost", port), 0.2):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the arbiter did not listen on {port} within {timeout} s")
+
+
+# py-spy (the test extra) beside this interpreter, else on the PATH
+PY_SPY = str(next((p for p in [Path(sys.executable).parent / "py-spy"] if p.is_file()), "py-spy"))
+# What a py-spy --native sample of the served arbiter is spending its time on, by its leaf frame
+# (and for Python leaves, the module it is in); idle waits are left out.
+_GROUPS = (
+    ("gRPC transport (syscalls, gRPC core)", ("sendmsg", "recv", "write", "read", "syscall",
+                                              "cygrpc", "libgrpc", "getpid", "madvise")),
+    ("cyclic GC", ("gc_collect",)),
+    ("protobuf", ("_message", "upb")),
+    ("asyncio", ("asyncio/",)),
+    ("scheduling loop, journal, telemetry", ("arbiter/scheduler", "arbiter/lease_book",
+                                             "arbiter/journal", "arbiter/sqlite_store",
+                                             "arbiter/telemetry", "arbiter/history",
+                                             "arbiter/policies", "arbiter/share_hub",
+                                             "arbiter/server", "_loop_ticks")),
+    ("sessions: service and core per message", ("arbiter/",)),
+)  # fmt: skip
+_IDLE = ("epoll_wait", "Condition.wait", "Event.wait", "EpollSelector.select", "pthread_cond")
+
+
+def profile_summary(raw: Path, top: int = 15) -> dict:
+    """Shares of the busy samples of a py-spy raw file: by group, and the top leaf frames."""
+    groups: dict[str, int] = defaultdict(int)
+    leaves: dict[str, int] = defaultdict(int)
+    busy = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = stack.split(";")
+        leaf, tail = frames[-1], ";".join(frames[-3:])
+        if any(x in tail for x in _IDLE) or leaf.startswith("0x"):
+            continue  # waiting (a futex or an epoll), or an unnamed libc frame
+        busy += int(n)
+        leaves[leaf] += int(n)
+        name = next((g for g, keys in _GROUPS if any(k in leaf for k in keys)), "other")
+        groups[name] += int(n)
+    share = {k: round(v / max(1, busy), 3) for k, v in sorted(groups.items(), key=lambda x: -x[1])}
+    leaf_share = sorted(leaves.items(), key=lambda x: -x[1])[:top]
+    return {
+        "busy_samples": busy,
+        "groups": share,
+        "top_frames": {k: round(v / max(1, busy), 3) for k, v in leaf_share},
+    }
+
+
+def fmt(rec: dict) -> str:
+    p50, p99 = rec["p50_ms"], rec["p99_ms"]
+    return (
+        f"{rec['config']:15s} agents {rec['agents']:5d}: heartbeats {rec['heartbeats_per_s']:7.1f}"
+        f"/{rec['heartbeats_offered_per_s']:.0f} per s  p50 {p50 or float('nan'):7.1f} ms  "
+        f"p99 {p99 or float('nan'):7.1f} ms  errors {rec['errors']}  "
+        f"arbiter {rec['server_cores']:.2f} cores ({rec['server_cores_per_1000_agents']:.2f} per "
+        f"1000 Agents, {rec['server_cpu_ms_per_heartbeat']:.3f} ms per heartbeat) + auction "
+        f"{rec['auction_cores']:.2f}  load {rec['client_cores']:.2f}  "
+        f"rounds/s {rec['rounds_per_s']:.2f}  "
+        + "  ".join(
+            f"{k} p50 {v['p50_ms']:.0f} p99 {v['p99_ms']:.0f}"
+            for k, v in rec["per_type"].items()
+            if k in ("RegisterApp", "offer->allocation")
+        )
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--agents", default="10,100,300,1000", help="comma-separated counts")
-    parser.add_argument("--seconds", type=float, default=15.0, help="measured seconds per count")
+    parser.add_argument("--agents", default="1000,3000", help="comma-separated counts")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per run")
+    parser.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"server/transport pairs to run at each count, in this order ({', '.join(CONFIGS)})",
+    )
+    parser.add_argument(
+        "--previous-rev", default=PREVIOUS_REV, help="git revision of the previous server"
+    )
     parser.add_argument(
         "--load-processes",
         type=int,
@@ -356,71 +629,67 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--policy", default="themis", help="arbiter.policy of the served arbiter (default themis)"
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "arbiter_load.json")
+    parser.add_argument(
+        "--quick", action="store_true", help="1,000 and 3,000 Agents, 8 measured seconds each"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="sample the served arbiter with py-spy (--native) while measuring, into this "
+        "directory (<config>-<agents>.raw), and add the summary to each record (py-spy stops the "
+        "arbiter to sample it: CPU and latency of a profiled run are not comparable)",
+    )
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.agents, args.seconds = "1000,3000", 8.0
+    out = args.out or RESULTS / ("arbiter_load_quick.json" if args.quick else "arbiter_load.json")
     counts = [int(x) for x in args.agents.split(",")]
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown --configs {unknown}; known: {', '.join(CONFIGS)}")
+    ours = Path(__file__).resolve().parent.parent
     records = []
-    for n in counts:
-        with tempfile.TemporaryDirectory() as tmp:
-            port = free_port()
-            token_file = Path(tmp) / "admin"
-            token_file.write_text("load-admin\n")
-            env = {
-                **os.environ,
-                "ARBITER_LEASE_SECONDS": "3",
-                "ARBITER_HEARTBEAT_TIMEOUT_SECONDS": "10",
-                "ARBITER_BID_DEADLINE_SECONDS": "1",
-                "ARBITER_OFFER_BATCH_WINDOW_SECONDS": "0.5",
-                "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
-                "ARBITER_POLICY": args.policy,
-            }
-            log_path = Path(tmp) / "arbiter.log"
-            log_file = log_path.open("w")
-            server = subprocess.Popen(
-                [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", "themis-sim-256",
-                 "--port", str(port), "--journal", str(Path(tmp) / "j.db")],
-                env=env, stdout=subprocess.DEVNULL, stderr=log_file,
-            )  # fmt: skip
-            try:
-                time.sleep(2.0)
-                rec = run_load(
-                    port, n, args.seconds, "load-admin", server.pid, procs=args.load_processes
-                )
-            finally:
-                server.terminate()
-                server.wait(timeout=30)
-                log_file.close()
-                lines = log_path.read_text(errors="replace").splitlines()
-                bad = [ln for ln in lines if " ERROR " in ln or " WARNING " in ln]
-                if bad:  # the arbiter's own account of what went wrong
-                    print(f"arbiter log: {len(bad)} warnings/errors, last:", *bad[-5:], sep="\n  ")
-        records.append(rec)
-        worst = rec["p99_ms"]
-        print(
-            f"agents {n:5d}: {rec['rpcs_per_s']:8.1f} RPC/s  p99 {worst:8.1f} ms  "
-            f"rounds/s {rec['rounds_per_s']:5.2f}  errors {rec['errors']}  "
-            f"cores: arbiter {rec['server_cores']:.2f} load {rec['client_cores']:.2f}  "
-            + "  ".join(
-                f"{k} p50 {v['p50_ms']:.1f} p99 {v['p99_ms']:.1f}"
-                for k, v in rec["per_type"].items()
-            ),
-            flush=True,
-        )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
+    with tempfile.TemporaryDirectory() as tmp:
+        roots = {"ours": ours}
+        if any(CONFIGS[c][0] == "previous" for c in configs):
+            roots["previous"] = previous_tree(args.previous_rev, Path(tmp) / "previous")
+        for n in counts:
+            for config in configs:
+                server, transport = CONFIGS[config]
+                raw = None
+                if args.profile is not None:
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    raw = args.profile / f"{config.replace('/', '-')}-{n}.raw"
+                rec = serve_and_load(
+                    roots[server], n, args.seconds, transport, args.policy, args.load_processes,
+                    profile=str(raw or ""),
+                )  # fmt: skip
+                rec = {"config": config, "server": server, **rec}
+                if raw is not None and raw.is_file():
+                    rec["profile"] = profile_summary(raw)
+                    print(f"  profile of the arbiter: {rec['profile']['groups']}")
+                records.append(rec)
+                print(fmt(rec), flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
         json.dumps(
             {
                 "benchmark": "arbiter_load",
                 "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-                "target": {"agents": 1000, "p99_ms": 50, "errors": 0},
+                "target": {"agents": 3000, "p99_ms": 50, "errors": 0},
                 "policy": args.policy,
+                "previous_rev": args.previous_rev,
+                "seconds": args.seconds,
                 "records": records,
             },
             indent=2,
         )
         + "\n"
     )
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 

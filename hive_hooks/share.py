@@ -27,6 +27,8 @@ Sources:
   the Agent does); until the first update arrives ``current()`` reports the ``initial`` share.
   Updates are read with :func:`arbiter.wire.share.share_change_from_pb`, the servicer's own
   conversion. The arbiter's epochs are used as they are (strictly increasing per arbiter).
+  It is also a :class:`SwitchReporter`: each plan switch is reported (``ReportPlanSwitch``,
+  without waiting for the answer) so the arbiter's console lists it beside the share history.
 
 Decisions: the share vector the planner reads is vcores and memory (GPUs are not in QOOP's
 vector; spec §0). A share of 0 vcores is passed on as it is; the executor still runs one stage
@@ -83,6 +85,7 @@ __all__ = [
     "ShareSnapshot",
     "ShareSource",
     "StaticShare",
+    "SwitchReporter",
     "as_share",
     "tag_settings",
 ]
@@ -159,6 +162,23 @@ class ShareSource(Protocol):
     def wait_change(self, after_epoch: int, timeout: float) -> ShareSnapshot: ...
 
     def end(self, query_id: str) -> None: ...
+
+
+@runtime_checkable
+class SwitchReporter(Protocol):
+    """A share source that reports each plan switch back to whoever set the share (QOOP
+    Pseudocode 2's switch, for the arbiter's console); must not block the caller, the
+    executor's decision cycle."""
+
+    def report_switch(
+        self,
+        at_s: float,
+        from_plan: str,
+        to_plan: str,
+        share: Share,
+        cancelled: Sequence[str],
+        reused: Sequence[str],
+    ) -> None: ...
 
 
 @runtime_checkable
@@ -360,6 +380,7 @@ class ArbiterShare(_Feed):
         self._stream: grpc.Future | None = None
         self._channel: grpc.Channel | None = None
         self.updates = 0
+        self.switches_reported = 0  # ReportPlanSwitch calls the arbiter accepted
 
     def _open_channel(self) -> grpc.Channel:
         if self.credentials is not None:
@@ -430,6 +451,45 @@ class ArbiterShare(_Feed):
                     log.error("share stream of %s refused: %s", self.job_id, e.details())
                     return
                 log.info("share stream of %s broke (%s); re-subscribing", self.job_id, e.code())
+
+    def report_switch(
+        self,
+        at_s: float,
+        from_plan: str,
+        to_plan: str,
+        share: Share,
+        cancelled: Sequence[str],
+        reused: Sequence[str],
+    ) -> None:
+        """``ReportPlanSwitch`` for the registered job, fire and forget: a refusal or an
+        unreachable arbiter is logged, never raised (the query goes on)."""
+        channel, job_id = self._channel, self.job_id
+        if channel is None or job_id is None:
+            return
+        request = pb.PlanSwitchReport(
+            job_id=job_id,
+            at_s=at_s,
+            from_plan=from_plan,
+            to_plan=to_plan,
+            share=pb.ResourceVector(vcores=share.vcores, memory_mb=share.memory_mb),
+            cancelled_stages=list(cancelled),
+            reused_stages=list(reused),
+        )
+        try:
+            call = rpc.QueryShareStub(channel).ReportPlanSwitch.future(
+                request, metadata=[("x-app-token", self._token or "")], timeout=self.rpc_timeout
+            )
+        except ValueError:  # the channel was closed under us (the query ended)
+            return
+
+        def done(f: grpc.Future) -> None:
+            err = f.exception()
+            if err is None:
+                self.switches_reported += 1
+            elif isinstance(err, grpc.RpcError):
+                log.warning("plan switch of %s not reported: %s", job_id, err.code().name)
+
+        call.add_done_callback(done)
 
     def _close_channel(self) -> None:
         ch, self._channel = self._channel, None

@@ -10,7 +10,9 @@ finds the cluster whole; ``make_yarn_cluster`` starts a private one (RM HA, say)
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +106,55 @@ def make_yarn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     finally:
         for c in started:
             c.local.down()
+
+
+# -- ZooKeeper alone (the arbiter's HA pair, arbiter.ha) ---------------------------------------
+
+
+@dataclass
+class ZooKeeper:
+    """A real ZooKeeper (Hadoop's jars) on a free loopback port: ``address`` is
+    ``127.0.0.1:PORT``; ``pause``/``resume`` SIGSTOP/SIGCONT its JVM (a partition of everyone
+    from it), ``kill``/``restart`` kill -9 and start it again on the same port and data."""
+
+    local: LocalHadoop
+    state: ClusterState
+
+    @property
+    def address(self) -> str:
+        return self.state.zk_address
+
+    @property
+    def pid(self) -> int:
+        st = self.local.state()
+        assert st is not None
+        return st.daemon("zk").pid
+
+    def pause(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    def kill(self) -> None:
+        self.local.kill("zk")
+
+    def restart(self) -> None:
+        self.local.restart("zk")
+
+
+@pytest.fixture
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeper]:
+    """A private ZooKeeper for one test (tickTime 500 ms: sessions down to 1 s), stopped after
+    it (resumed first if the test left it paused)."""
+    local = LocalHadoop(tmp_path_factory.mktemp("zk"))
+    zk = ZooKeeper(local, local.up_zookeeper())
+    try:
+        yield zk
+    finally:
+        with contextlib.suppress(ProcessLookupError, AssertionError):
+            zk.resume()
+        local.down()
 
 
 # -- lease AMs on the real cluster (tests/support/yarn.py) ------------------------------------

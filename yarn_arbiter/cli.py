@@ -296,6 +296,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         environ[env_name("arbiter.policy.knobs")] = args.policy_knobs
     if args.metrics_port is not None:
         environ[env_name("arbiter.metrics.port")] = str(args.metrics_port)
+    if args.ha_zk is not None:
+        environ[env_name("arbiter.ha.zk-address")] = args.ha_zk
+    if args.ha_id is not None:
+        environ[env_name("arbiter.ha.id")] = args.ha_id
     from yarn_bridge.bridge_cli import bridge_settings
     from yarn_bridge.hadoop_conf import rm_urls_from_conf_dir
 
@@ -497,6 +501,13 @@ def build_parser() -> argparse.ArgumentParser:
         "arbiter.metrics.bind-host, default 127.0.0.1; on any other address the console asks "
         "for the admin token)",
     )
+    serve.add_argument(
+        "--ha-zk",
+        metavar="HOST:PORT[,...]",
+        help="run as one of an active/standby pair elected on this ZooKeeper, the journal kept "
+        "in it (arbiter.ha.zk-address; needs --ha-id, a fixed --port and shared token files)",
+    )
+    serve.add_argument("--ha-id", help="this arbiter's name in the HA pair (arbiter.ha.id)")
     from yarn_bridge.bridge_cli import add_serve_arguments
 
     add_serve_arguments(serve)

@@ -8,7 +8,9 @@
   simulated GPU cluster, with faults on demand (outage, slowness, malformed answers, restart,
   HA failover), for tests and demos; ``yarn-arbiter emulate-rm`` (:mod:`yarn_bridge.cli`).
 * :mod:`yarn_bridge.auth`: SPNEGO / Kerberos auth hooks for the RM client from the command
-  line (``--rm-auth-header-command``, ``--rm-auth-hook``).
+  line (``--rm-auth-header-command``, ``--rm-auth-hook``, ``--principal``/``--keytab``).
+* :mod:`yarn_bridge.kerberos`: a keytab login into a private credential cache and SPNEGO on
+  every RM call; :mod:`yarn_bridge.keytab`: keytab files read without a Kerberos library.
 * :mod:`yarn_bridge.env`: environment names shared with ``yarn-arbiter submit`` and the AMs.
 
 Spec: ``../shared/spec/yarn-hive-integration.md`` §1-§2.

@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
             return {"list": _cmd_list, "status": _cmd_status, "kill": _cmd_kill}[args.app_cmd](
                 args, rm, out
             )
-    except RMError as exc:
+    except (RMError, ValueError) as exc:
         print(f"yarn-arbiter app {args.app_cmd}: error: {exc}", file=sys.stderr)
         return 1
 

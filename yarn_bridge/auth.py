@@ -21,12 +21,17 @@ that hook for ``yarn-arbiter serve`` and ``yarn-arbiter submit``:
 * ``--rm-auth-hook module:function``: import ``function`` from ``module`` (on ``sys.path``) and
   use it as the hook itself, for a Python SPNEGO library (``requests-gssapi``'s / ``pyspnego``'s
   token generation) without a process per request.
+* ``--principal P --keytab F`` (``--krb5-conf`` for a realm other than ``/etc/krb5.conf``'s):
+  Kerberos done here, no command to write: log in from the keytab into a private credential
+  cache and SPNEGO-authenticate every request (:mod:`yarn_bridge.kerberos`).
 
-``yarn-arbiter serve`` takes both from its configuration too (``yarn.arbiter.bridge.rm.auth.*``,
-:mod:`yarn_bridge.settings`; a flag wins) and builds the hook with :func:`auth_hook`.
+``yarn-arbiter serve`` takes all three from its configuration too
+(``yarn.arbiter.bridge.rm.auth.*``, :mod:`yarn_bridge.settings`; a flag wins) and builds the
+hook with :func:`auth_hook`.
 
-Decisions: both forms because a command suits an operator's existing ``kinit`` + script setup
-and an import suits a library; one or the other, not both (an error). Tokens are never logged:
+Decisions: three forms because a keytab is what a Hadoop service is given, a command suits an
+operator's existing ``kinit`` + script setup and an import suits a library; one of them, not
+two (an error). Tokens are never logged:
 error messages carry the command's exit status and standard error, never its standard output.
 """
 
@@ -166,13 +171,39 @@ def add_auth_arguments(group: Any) -> None:
         metavar="MODULE:FUNCTION",
         help="SPNEGO/Kerberos for RM REST calls: a Python function (method, url) -> headers",
     )
+    group.add_argument(
+        "--principal",
+        help="Kerberos: log in as this principal (e.g. alice@EXAMPLE.COM) from --keytab and "
+        "authenticate RM REST calls with SPNEGO (a private credential cache; no kinit needed)",
+    )
+    group.add_argument("--keytab", metavar="FILE", help="Kerberos: the principal's keytab")
+    group.add_argument(
+        "--krb5-conf",
+        metavar="FILE",
+        help="Kerberos: the realm's krb5.conf (default $KRB5_CONFIG, else /etc/krb5.conf)",
+    )
 
 
-def auth_hook(command: str | None, spec: str | None, cache_seconds: float = 0.0) -> AuthHook | None:
-    """The hook a header command or a ``module:function`` asks for (``None``: neither).
-    ``ValueError`` if both are given."""
-    if command and spec:
-        raise ValueError("give --rm-auth-header-command or --rm-auth-hook, not both")
+def auth_hook(
+    command: str | None,
+    spec: str | None,
+    cache_seconds: float = 0.0,
+    *,
+    principal: str | None = None,
+    keytab: str | None = None,
+    krb5_conf: str | None = None,
+) -> AuthHook | None:
+    """The hook a header command, a ``module:function`` or a principal and keytab ask for
+    (``None``: none). ``ValueError`` if more than one is given, or a keytab is unusable."""
+    given = [flag for flag, v in (("--rm-auth-header-command", command), ("--rm-auth-hook", spec),
+                                  ("--principal/--keytab", principal or keytab)) if v]  # fmt: skip
+    if len(given) > 1:
+        raise ValueError(f"give one of {' and '.join(given)}, "
+                         f"{'not both' if len(given) == 2 else 'not all'}")  # fmt: skip
+    if principal or keytab:
+        from yarn_bridge.kerberos import kerberos_hook
+
+        return kerberos_hook(principal, keytab, krb5_conf or None)
     if command:
         return header_command_hook(command, cache_seconds=cache_seconds)
     if spec:
@@ -186,4 +217,7 @@ def auth_hook_from_args(args: argparse.Namespace) -> AuthHook | None:
         getattr(args, "rm_auth_header_command", None),
         getattr(args, "rm_auth_hook", None),
         getattr(args, "rm_auth_cache_seconds", 0.0) or 0.0,
+        principal=getattr(args, "principal", None),
+        keytab=getattr(args, "keytab", None),
+        krb5_conf=getattr(args, "krb5_conf", None),
     )

@@ -62,6 +62,9 @@ from yarn_bridge.settings import (
     ENFORCE,
     ENFORCE_SLACK_S,
     GPU_QUEUE,
+    KRB5_CONF,
+    KRB_KEYTAB,
+    KRB_PRINCIPAL,
     RM_CONFIRM_POLLS,
     RM_POLL_S,
     RM_URL,
@@ -366,6 +369,9 @@ _FLAGS: tuple[tuple[str, str, str, Callable[[Any], str]], ...] = (
     ("rm_auth_header_command", "--rm-auth-header-command", AUTH_COMMAND, str),
     ("rm_auth_cache_seconds", "--rm-auth-cache-seconds", AUTH_CACHE_S, str),
     ("rm_auth_hook", "--rm-auth-hook", AUTH_HOOK, str),
+    ("principal", "--principal", KRB_PRINCIPAL, str),
+    ("keytab", "--keytab", KRB_KEYTAB, str),
+    ("krb5_conf", "--krb5-conf", KRB5_CONF, str),
     ("no_enforce", "--no-enforce", ENFORCE, lambda _: "false"),
     ("enforce_slack_seconds", "--enforce-slack-seconds", ENFORCE_SLACK_S, str),
     ("gpu_queue", "--gpu-queue", GPU_QUEUE, str),
@@ -404,7 +410,9 @@ def bridge_settings(
     urls = split_names(config[RM_URL])
     if not urls:
         return None
-    auth = auth_hook(config[AUTH_COMMAND] or None, config[AUTH_HOOK] or None, config[AUTH_CACHE_S])
+    auth = auth_hook(config[AUTH_COMMAND] or None, config[AUTH_HOOK] or None, config[AUTH_CACHE_S],
+                     principal=config[KRB_PRINCIPAL] or None, keytab=config[KRB_KEYTAB] or None,
+                     krb5_conf=config[KRB5_CONF] or None)  # fmt: skip
     return BridgeSettings(
         urls,
         {
@@ -476,7 +484,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--rm-url", help=f"RM web URL(s), comma-separated (default ${ENV_RM_URL})")
     p.add_argument("--rm-user", help="simple-auth user for the RM (user.name)")
     add_auth_arguments(p)
-    p.add_argument("--arbiter", help=f"arbiter host:port (default ${ENV_ARBITER_ADDRESS})")
+    p.add_argument(
+        "--arbiter",
+        help="arbiter host:port, or host:port,host:port of an active/standby pair "
+        f"(default ${ENV_ARBITER_ADDRESS})",
+    )
     p.add_argument(
         "--am-arbiter",
         help="arbiter address as the AM dials it, if different (e.g. arbiter:50051 inside the "

@@ -23,6 +23,7 @@ from yarn_bridge.local_hadoop import (
     LocalHadoopSpec,
     ensure_jars,
 )
+from yarn_bridge.local_hadoop.kdc import ensure_minikdc_jars
 
 __all__ = ["add_parsers"]
 
@@ -44,6 +45,7 @@ def _cmd(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.action == "jars":
         path = ensure_jars(progress=lambda m: print(m, file=sys.stderr))
+        ensure_minikdc_jars(progress=lambda m: print(m, file=sys.stderr))  # for up --kerberos
         print(path)
         return 0
     local = LocalHadoop(args.workdir)
@@ -55,6 +57,8 @@ def _run(args: argparse.Namespace) -> int:
             ha=args.ha,
             nm_liveness_ms=args.nm_liveness_ms,
             rm_webapp_port=args.rm_port,
+            kerberos=args.kerberos,
+            kerberos_user=args.kerberos_user or "",
         )
         state = local.up(spec, progress=lambda m: print(m, file=sys.stderr))
         print(f"Hadoop {HADOOP_VERSION} up in {state.startup_s:.1f} s from {state.workdir}: "
@@ -62,6 +66,10 @@ def _run(args: argparse.Namespace) -> int:
               f"{', RM HA on ZooKeeper ' + state.zk_address if args.ha else ''}",
               file=sys.stderr)  # fmt: skip
         print(f"client conf: export HADOOP_CONF_DIR={state.client_conf}", file=sys.stderr)
+        if state.keytab:
+            print(f"Kerberos: export KRB5_CONFIG={state.krb5_conf}; clients log in with "
+                  f"--principal {state.principal} --keytab {state.keytab}",
+                  file=sys.stderr)  # fmt: skip
         print(local.active_rm() or state.rm_url)
         return 0
     if args.action == "down":
@@ -109,5 +117,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--nm-liveness-ms", type=int, default=None,
                    help="NodeManager liveness expiry (default YARN's 600000; tests lower "
                    "it)")  # fmt: skip
+    p.add_argument("--kerberos", action="store_true",
+                   help="secure mode: a MiniKdc realm (EXAMPLE.COM), Kerberos RPC and SPNEGO "
+                   "on the RM's and NMs' web servers; prints the client principal and "
+                   "keytab")  # fmt: skip
+    p.add_argument("--kerberos-user", metavar="NAME",
+                   help="with --kerberos: the client principal NAME@EXAMPLE.COM (default: the "
+                   "login name)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.set_defaults(func=_cmd)

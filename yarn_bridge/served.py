@@ -57,7 +57,10 @@ class ServedArbiter:
         poll_s: float = 0.5,
         fresh: bool = True,
         admin_token: str = "local-admin",
+        port: int | None = None,
     ) -> None:
+        """``port``: the gRPC port (default a free one; give the old one to restart an arbiter
+        where its Agents look for it, with ``fresh=False`` for its journal)."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.token = admin_token
         token_file = workdir / "admin-token"
@@ -71,7 +74,7 @@ class ServedArbiter:
         if fresh:  # a new run starts from an empty journal
             for stale in workdir.glob("journal.db*"):
                 stale.unlink()
-        self.port = _free_port()
+        self.port = port or _free_port()
         env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
                "ARBITER_QUERY_SERVICE_TOKEN_FILE": str(self.service_token_file),
                **(knobs or {})}  # fmt: skip

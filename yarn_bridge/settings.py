@@ -28,6 +28,9 @@ __all__ = [
     "ENFORCE",
     "ENFORCE_SLACK_S",
     "GPU_QUEUE",
+    "KRB5_CONF",
+    "KRB_KEYTAB",
+    "KRB_PRINCIPAL",
     "RM_CONFIRM_POLLS",
     "RM_POLL_S",
     "RM_URL",
@@ -45,6 +48,9 @@ RM_CONFIRM_POLLS: Final = PREFIX + "rm.confirm-polls"
 AUTH_COMMAND: Final = PREFIX + "rm.auth.header-command"
 AUTH_CACHE_S: Final = PREFIX + "rm.auth.cache.seconds"
 AUTH_HOOK: Final = PREFIX + "rm.auth.hook"
+KRB_PRINCIPAL: Final = PREFIX + "rm.auth.kerberos.principal"
+KRB_KEYTAB: Final = PREFIX + "rm.auth.kerberos.keytab"
+KRB5_CONF: Final = PREFIX + "rm.auth.kerberos.krb5-conf"
 ENFORCE: Final = PREFIX + "enforce.enabled"
 ENFORCE_SLACK_S: Final = PREFIX + "enforce.slack.seconds"
 GPU_QUEUE: Final = PREFIX + "queue.gpu"
@@ -57,11 +63,18 @@ def split_names(text: str) -> tuple[str, ...]:
 
 
 def _one_auth(values: Mapping[str, Any]) -> None:
-    if values[AUTH_COMMAND] and values[AUTH_HOOK]:
+    kerberos = values[KRB_PRINCIPAL] or values[KRB_KEYTAB]
+    pairs = ((AUTH_COMMAND, values[AUTH_COMMAND]), (AUTH_HOOK, values[AUTH_HOOK]),
+             (KRB_KEYTAB, kerberos))  # fmt: skip
+    given = [key for key, v in pairs if v]
+    if len(given) > 1:
+        how = "not both" if len(given) == 2 else "not all"
         raise ConfigError(
-            f"{AUTH_COMMAND} and {AUTH_HOOK} are both set: give --rm-auth-header-command or "
-            "--rm-auth-hook, not both"
+            f"{' and '.join(given)} are set: give one of --rm-auth-header-command, "
+            f"--rm-auth-hook or --principal/--keytab, {how}"
         )
+    # A principal without a keytab (or the reverse) fails when the hook is built
+    # (yarn_bridge.kerberos.kerberos_hook): flags are applied one by one, each checked.
 
 
 BRIDGE_SCHEMA: Final = Schema(
@@ -133,6 +146,32 @@ BRIDGE_SCHEMA: Final = Schema(
             lambda v: not v or ":" in v,
             "MODULE:FUNCTION",
             "SPNEGO for RM REST calls: a Python function (method, url) -> headers (--rm-auth-hook)",
+        ),
+        Property(
+            KRB_PRINCIPAL,
+            "",
+            str,
+            lambda v: True,
+            "a Kerberos principal, e.g. alice@EXAMPLE.COM",
+            "Kerberos for RM REST calls: log in as this principal from the keytab and use SPNEGO "
+            "(--principal)",
+        ),
+        Property(
+            KRB_KEYTAB,
+            "",
+            str,
+            lambda v: True,
+            "a keytab file",
+            "Kerberos for RM REST calls: the principal's keytab (--keytab)",
+        ),
+        Property(
+            KRB5_CONF,
+            "",
+            str,
+            lambda v: True,
+            "a krb5.conf file",
+            "Kerberos: the realm's krb5.conf; empty: $KRB5_CONFIG, else /etc/krb5.conf "
+            "(--krb5-conf)",
         ),
         Property(
             ENFORCE,

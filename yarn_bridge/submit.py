@@ -86,6 +86,7 @@ from typing import Final
 
 import grpc
 
+from arbiter.agent import arbiter_addresses
 from arbiter.wire.appmaster import job_to_pb
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
@@ -484,23 +485,32 @@ def register_app(
         jobs=jobs,
         yarn_application_id=yarn_app_id,
     )
-    channel = (
-        grpc.secure_channel(arbiter_address, credentials)
-        if credentials is not None
-        else grpc.insecure_channel(arbiter_address)
-    )
-    try:
-        metadata = [("x-submit-token", submit_token)] if submit_token else None
-        reply = rpc.AppMasterStub(channel).RegisterApp(request, timeout=timeout, metadata=metadata)
-    except grpc.RpcError as exc:
-        code = exc.code().name if hasattr(exc, "code") else "UNKNOWN"
-        detail = exc.details() if hasattr(exc, "details") else str(exc)
-        raise SubmitError(
-            f"RegisterApp on the arbiter at {arbiter_address} failed: {code}: {detail}"
-        ) from None
-    finally:
-        channel.close()
-    return reply.app_id, reply.app_token
+    # an active/standby pair (a:1,b:2): the standby, or a dead one, answers UNAVAILABLE
+    addresses = arbiter_addresses(arbiter_address)
+    for i, address in enumerate(addresses):
+        channel = (
+            grpc.secure_channel(address, credentials)
+            if credentials is not None
+            else grpc.insecure_channel(address)
+        )
+        try:
+            metadata = [("x-submit-token", submit_token)] if submit_token else None
+            reply = rpc.AppMasterStub(channel).RegisterApp(
+                request, timeout=timeout, metadata=metadata
+            )
+            return reply.app_id, reply.app_token
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            if code == grpc.StatusCode.UNAVAILABLE and i + 1 < len(addresses):
+                continue
+            name = code.name if code is not None else "UNKNOWN"
+            detail = exc.details() if hasattr(exc, "details") else str(exc)
+            raise SubmitError(
+                f"RegisterApp on the arbiter at {address} failed: {name}: {detail}"
+            ) from None
+        finally:
+            channel.close()
+    raise AssertionError("unreachable: arbiter_addresses returns at least one address")
 
 
 def submit_ml_app(

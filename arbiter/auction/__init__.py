@@ -24,10 +24,10 @@ Speed comes from the problem's structure, not from approximations:
   contradiction), or when every other app already holds its best row;
 * each component is one HiGHS model reused for the PF solve and all its ``-i`` solves (bound
   changes, warm dual simplex). Clique cuts are separated and kept, so the LP is integral far
-  more often; an integral LP optimum is the 0/1 optimum. The default solver
-  (``Solver.CLIQUES``) grows each fractional row into a maximal clique of the conflict graph
-  (rows of one app, or sharing a GPU); the previous one (``Solver.PAIRS``, selectable through
-  :func:`partial_allocation`'s ``solver``) only joins a row with the rows of one other app,
+  more often; an integral LP optimum is the 0/1 optimum. ``Solver.CLIQUES`` grows each
+  fractional row into a maximal clique of the conflict graph (rows of one app, or sharing a
+  GPU); the older ``Solver.PAIRS`` (selectable through :func:`partial_allocation`'s
+  ``solver``, like CLIQUES) only joins a row with the rows of one other app,
   which leaves the symmetric tails (equal-ρ rows of three or more apps around the same
   machines) fractional. Otherwise a small LP branch and bound runs, then HiGHS's MILP,
   whose answer is checked (disjoint rows costing the optimum HiGHS reports) before use.
@@ -35,6 +35,11 @@ Speed comes from the problem's structure, not from approximations:
   incumbent and requires the starving apps the PF served (Gap 2 below), which keeps ρ = ∞
   out of its LP. The ``-i`` MILP fallbacks run on two worker threads (HiGHS releases the
   GIL), over the columns reduced-cost fixing leaves free;
+* the default solver (``Solver.DUALS``) is CLIQUES plus dual certificates
+  (:mod:`arbiter.auction.certify`): Lagrangian bounds of every market without one app, from
+  one LP's duals, settle c_i = 1 without a solve when they reach the others' PF rows (most
+  of the ``-i`` solves at 64 apps x 256 GPUs), and the PF requires every starving app when a
+  greedy allocation serves them all (Gap 2: then every optimum does);
 * tiny components are enumerated.
 
 The PF allocation is solved to optimality (gap 1e-9 in Σ log ρ). The ``-i`` solves, which only
@@ -67,6 +72,7 @@ Layout of the package (every public name is importable from ``arbiter.auction``)
 * :mod:`arbiter.auction.formulation`: the 0/1 program (costs log ρ, Gap 2), conflict components;
 * :mod:`arbiter.auction.solve`: HiGHS (clique cuts, LP branch and bound, MILP) and enumeration
   (:class:`Solver` picks the cuts);
+* :mod:`arbiter.auction.certify`: dual certificates of c_i = 1 (``Solver.DUALS``);
 * :mod:`arbiter.auction.payments`: the PF allocation and the hidden payments c_i;
 * :mod:`arbiter.auction.leftover`: Gap 1, from c_i to whole GPUs and the leftover L;
 * :mod:`arbiter.auction.mechanism`: :func:`partial_allocation`, the one-shot PA auction;

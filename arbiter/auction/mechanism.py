@@ -29,7 +29,7 @@ def partial_allocation(
     payment_gap: float = PAYMENT_GAP,
     time_budget: float | None = None,
     clock: Callable[[], float] = time.monotonic,
-    solver: Solver | str = Solver.CLIQUES,
+    solver: Solver | str = Solver.DUALS,
 ) -> PAResult:
     """Run one PA auction of ``offered`` GPUs among ``bids`` (one bid per app).
 

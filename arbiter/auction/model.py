@@ -31,13 +31,16 @@ class Rounding(StrEnum):
 class Solver(StrEnum):
     """Which exact solver runs the auction's 0/1 programs (:mod:`arbiter.auction.solve`).
 
-    Both are exact and agree on every optimum value; they differ in the cuts that keep the
-    LP relaxation integral. ``PAIRS`` is the previous solver, kept so a benchmark can compare
-    the two in one run.
+    All are exact and agree on every optimum value. ``CLIQUES`` and ``PAIRS`` differ in the
+    cuts that keep the LP relaxation integral; ``DUALS`` (the default) is ``CLIQUES`` plus
+    dual certificates that settle most c_i = 1 without a solve. The older ones are kept so a
+    benchmark can compare them in one run.
     """
 
-    CLIQUES = "cliques"  # maximal cliques of the conflict graph (the default)
+    CLIQUES = "cliques"  # maximal cliques of the conflict graph (previous)
     PAIRS = "pairs"  # one row against the rows of one other app (previous)
+    # CLIQUES, and c_i = 1 certified by the PF LP's duals (arbiter.auction.certify; default)
+    DUALS = "duals"
 
 
 @dataclass(frozen=True)

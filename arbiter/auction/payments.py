@@ -8,7 +8,9 @@ Removing app i only changes its own conflict component, and c_i = 1 with no solv
 is empty, when no other app has a row touching G_i,pf, or when every other app already holds
 its best row. Each ``-i`` solve starts from the PF rows of the others as incumbent and requires
 the starving apps the PF served (spec B.5 Gap 2). Without a time budget, the ``-i`` solves
-that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``).
+that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``
+and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can:
+:mod:`arbiter.auction.certify`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from arbiter.auction.certify import _certified, _DualMarket, _serve_first
 from arbiter.auction.formulation import _App, _components, _cost
 from arbiter.auction.model import Solver
 from arbiter.auction.solve import (
@@ -96,7 +99,7 @@ def _pf_and_payments(
     time_budget: float | None = None,
     *,
     clock: Callable[[], float],
-    solver: Solver = Solver.CLIQUES,
+    solver: Solver = Solver.DUALS,
 ) -> tuple[dict[int, int], dict[int, float], dict[int, float], int, int]:
     """PF choice (app -> row) and c_i for every app; also the number of MILP solves and of
     solves stopped by ``time_budget`` (seconds on ``clock``; None = every solve to its gap).
@@ -124,7 +127,9 @@ def _pf_and_payments(
         for k, comp in enumerate(comps)
     }
     # naive=True is the straightforward formulation whatever the solver: plain MILPs.
-    market_type = _CliqueMarket if solver == Solver.CLIQUES and not naive else _Market
+    market_type = {Solver.CLIQUES: _CliqueMarket, Solver.DUALS: _DualMarket}.get(solver, _Market)
+    market_type = _Market if naive else market_type
+    newer = solver in (Solver.CLIQUES, Solver.DUALS)
     markets = {k: market_type(apps, comp, clock) for k, comp in enumerate(comps) if big[k]}
     # Phase 1: the proportional-fair allocation of every component.
     lost: dict[int, frozenset[int]] = {}
@@ -138,13 +143,27 @@ def _pf_and_payments(
                 market.deadline = _slice(pf_end, left, clock)
                 left -= 1
             hint = _greedy(apps, comp) if market and time_budget is not None else None
-            pf = _optimum(apps, comp, market, frozenset(), hint=hint)
+            served: frozenset[int] = frozenset()
+            if isinstance(market, _DualMarket):
+                # Solver.DUALS: when local moves from the greedy allocation serve every
+                # starving app, every optimum does (Gap 2), so the PF may require it.
+                hint = min(
+                    _reassign(apps, hint or _greedy(apps, comp)),
+                    _reassign(apps, _serve_first(apps, comp)),
+                    key=lambda choice: _cost(apps, choice),
+                )
+                starving = frozenset(a for a in comp if apps[a].starving)
+                served = starving if all(hint[a] for a in starving) else frozenset()
+            pf = _optimum(apps, comp, market, frozenset(), hint=hint, required=served)
         choice.update(pf)
         lost[k] = frozenset(a for a in comp if apps[a].starving and pf[a] == 0)
         comp_value[tuple(comp)] = -_cost(apps, {a: pf[a] for a in comp if a not in lost[k]})
     # Phase 2: c_i, solving the market without i only where it can differ.
     todo: list[tuple[int, int, dict[int, int]]] = []
     for k, comp in enumerate(comps):
+        # Solver.DUALS: Lagrangian bounds of every market without one app, from one LP's
+        # duals (arbiter.auction.cycles), computed when a cheap test below does not settle c_i.
+        bounds: dict[int, float] | None = None
         users: dict[int, set[int]] = {}
         for a in comp:
             if a not in lost[k]:
@@ -162,13 +181,23 @@ def _pf_and_payments(
             ):
                 c[i] = 1.0
                 without[i] = -_cost(apps, kept)
-            else:
-                todo.append((k, i, kept))
+                continue
+            market = markets.get(k)
+            if not naive and isinstance(market, _DualMarket):
+                if bounds is None:
+                    in_market = [a for a in comp if a not in lost[k]]
+                    starving = frozenset(a for a in in_market if apps[a].starving)
+                    bounds = market.lagrangian_bounds(in_market, starving)
+                if _certified(apps, bounds, i, kept, payment_gap):
+                    c[i] = 1.0
+                    without[i] = -_cost(apps, kept)
+                    continue
+            todo.append((k, i, kept))
     stopped = 0
     # Without a time budget the ``-i`` solves the warm LP cannot finish go to HiGHS's MILP on
     # worker threads (HiGHS releases the GIL), while this thread goes on with the next solves.
     # (Solver.PAIRS, the previous solver, stays sequential.)
-    concurrent = solver == Solver.CLIQUES and time_budget is None and not naive and _WORKERS > 1
+    concurrent = newer and time_budget is None and not naive and _WORKERS > 1
     pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
     opts: list[dict[int, int] | Future[dict[int, int]]] = []
     try:
@@ -198,7 +227,7 @@ def _pf_and_payments(
                     gap=payment_gap,
                     defer=concurrent,
                     # A MILP fallback starts from the others' local moves into i's GPUs.
-                    improve=(lambda h: _reassign(apps, h)) if solver == Solver.CLIQUES else None,
+                    improve=(lambda h: _reassign(apps, h)) if newer else None,
                 )
                 if isinstance(found, dict):
                     opt = found

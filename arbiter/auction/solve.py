@@ -3,7 +3,8 @@
 Each conflict component is one HiGHS model (:class:`_Market`), reused for the
 proportional-fair solve and all its ``-i`` solves (bound changes, warm dual simplex). Clique
 cuts are separated and kept, so the LP is integral far more often; an integral LP optimum is
-the 0/1 optimum: :class:`_CliqueMarket` (``Solver.CLIQUES``, the default) separates maximal
+the 0/1 optimum: :class:`_CliqueMarket` (``Solver.CLIQUES``; ``Solver.DUALS``, the default, adds
+:mod:`arbiter.auction.certify`'s dual certificates to it) separates maximal
 cliques of the rows' conflict graph, :class:`_Market` itself (``Solver.PAIRS``, the previous
 solver) the cliques x[j,R] + Σ of app i's rows meeting R <= 1. Otherwise a small LP branch and
 bound runs, then HiGHS's MILP, whose answer is checked before it is used
@@ -531,7 +532,7 @@ class _Market:
 
 
 class _CliqueMarket(_Market):
-    """:class:`_Market` with maximal-clique cuts (``Solver.CLIQUES``, the default).
+    """:class:`_Market` with maximal-clique cuts (``Solver.CLIQUES``; the base of the default).
 
     Two rows conflict when they belong to one app or share a GPU; any set of pairwise
     conflicting rows (a clique of this conflict graph) holds at most one chosen row, for every

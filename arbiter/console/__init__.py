@@ -9,9 +9,8 @@ one JSON document, ``GET /api/state``, built here by :func:`console_state` from 
 * apps with their ρ_current over time (Themis Eq. 1) and the GPUs they hold;
 * the auction log (Themis §4.3, Pseudocode 1): GPUs offered, each bidder's ρ_old and bid
   size, the proportional-fair winners, c_i and the hidden payment 1 - c_i, the leftover;
-* QOOP's share (Pseudocode 1) over time: |J| and R/|J| at each share change, and the query
-  jobs registered now (plan switches happen in the replanner's client and are not reported
-  to the arbiter, so the console cannot show them);
+* QOOP's share (Pseudocode 1) over time: |J| and R/|J| at each share change, the query
+  jobs registered now, and the plan switches their replanners reported (Pseudocode 2);
 * the bridge's view of the ResourceManager (its status source: the RM in use, the last poll,
   nodes and apps seen) and the arbiter's health.
 

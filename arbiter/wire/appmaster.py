@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 from arbiter.auction import Bid
 from arbiter.cluster import GPU, Cluster
 from arbiter.journal import lease_id
 from arbiter.messages import Allocation, Code, Offer, RequestError, Revocation
 from arbiter.rounds import Lease, LeaseSource
+from arbiter.sessions import Progress
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "bid_to_pb",
     "gpu_from_pb",
     "gpu_to_pb",
+    "heartbeat_from_pb",
     "job_from_pb",
     "job_to_pb",
     "lease_from_pb",
@@ -41,6 +43,7 @@ __all__ = [
     "lease_to_pb",
     "offer_from_pb",
     "offer_to_pb",
+    "progress_from_pb",
     "revocation_to_pb",
     "session_error_to_pb",
 ]
@@ -149,6 +152,57 @@ def bid_from_pb(app_id: str, msg: pb.Bid) -> Bid:
         return Bid(app_id, rows)
     except ValueError as exc:
         raise RequestError(Code.INVALID_ARGUMENT, str(exc)) from None
+
+
+def progress_from_pb(msg: pb.ProgressReport, gpus: Container[str], where: str = "") -> Progress:
+    """A progress report (``ReportProgress``, or one batched in a heartbeat) from the wire, or
+    RequestError(INVALID_ARGUMENT) naming the field (prefixed by ``where``); the GPUs it names
+    must be in ``gpus`` (the cluster).
+
+    >>> progress_from_pb(pb.ProgressReport(iters_done=3, iter_time_s=0.5), set())
+    Progress(iters_done=3.0, iters_remaining=0.0, iter_time_s=0.5)
+    >>> progress_from_pb(pb.ProgressReport(iter_time_s=-1), set(), "p[0].")
+    Traceback (most recent call last):
+    arbiter.messages.RequestError: p[0].iter_time_s must be a finite number >= 0, got -1.0
+    """
+    if not (math.isfinite(msg.iter_time_s) and msg.iter_time_s >= 0):
+        raise RequestError(
+            Code.INVALID_ARGUMENT,
+            f"{where}iter_time_s must be a finite number >= 0, got {msg.iter_time_s}",
+        )
+    unknown = [g for g in msg.placement_gpu_ids if g not in gpus]
+    if unknown:
+        raise RequestError(
+            Code.INVALID_ARGUMENT, f"{where}placement_gpu_ids names unknown GPUs: {unknown[:5]}"
+        )
+    return Progress(float(msg.iters_done), float(msg.iters_remaining), float(msg.iter_time_s))
+
+
+# Progress reports one heartbeat may carry (an Agent reporting every job of a large search
+# each second fits; a flood does not reach the core).
+MAX_HEARTBEAT_REPORTS = 64
+
+
+def heartbeat_from_pb(msg: pb.Heartbeat, gpus: Container[str]) -> tuple[Progress, ...]:
+    """The progress reports a heartbeat carries, validated all before any is applied (a bad one
+    refuses the whole heartbeat with RequestError(INVALID_ARGUMENT) naming it).
+
+    >>> beat = pb.Heartbeat(progress=[pb.ProgressReport(iter_time_s=0.1)] * 2)
+    >>> [p.iter_time_s for p in heartbeat_from_pb(beat, set())]
+    [0.1, 0.1]
+    >>> heartbeat_from_pb(pb.Heartbeat(progress=[pb.ProgressReport()] * 65), set())
+    Traceback (most recent call last):
+    arbiter.messages.RequestError: heartbeat.progress has 65 reports; the limit is 64
+    """
+    n = len(msg.progress)
+    if n > MAX_HEARTBEAT_REPORTS:
+        raise RequestError(
+            Code.INVALID_ARGUMENT,
+            f"heartbeat.progress has {n} reports; the limit is {MAX_HEARTBEAT_REPORTS}",
+        )
+    return tuple(
+        progress_from_pb(r, gpus, f"heartbeat.progress[{k}].") for k, r in enumerate(msg.progress)
+    )
 
 
 def offer_to_pb(offer: Offer, cluster: Cluster) -> pb.Offer:

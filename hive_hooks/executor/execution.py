@@ -37,6 +37,7 @@ from hive_hooks.executor.staging import (
 )
 from hive_hooks.executor.worker import _StatementError, _Task
 from hive_hooks.registry import CheckpointRecord
+from hive_hooks.share import SwitchReporter
 from qoop_planner.model import Plan, Progress, RunningStage, Share, Stage, StageSignature
 from qoop_planner.replan import rewrite
 
@@ -215,16 +216,14 @@ class _Execution:
         self.emit(new.plan_id, "", "switch", detail=f"from {old.plan_id}")
         self.note_reuse(new)
         resumed = tuple(s.stage_id for s in rem.stages if s.signature in self.ckpt)
-        self.switches.append(
-            PlanSwitch(
-                time.monotonic() - self.t0,
-                old.plan_id,
-                new.plan_id,
-                share,
-                tuple(cancelled),
-                resumed,
-            )
+        record = PlanSwitch(
+            time.monotonic() - self.t0, old.plan_id, new.plan_id, share, tuple(cancelled), resumed
         )
+        self.switches.append(record)
+        if isinstance(self.r.share, SwitchReporter):  # the arbiter's console lists it
+            self.r.share.report_switch(
+                record.at_s, old.plan_id, new.plan_id, share, record.cancelled, resumed
+            )
 
     # -- worker messages ---------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ Before the first commit, and under plan version 0, comm-ops run "as-is, one-at-a
 in-order" (FIFO, T:1674). Plans change only at iteration boundaries by two-phase commit
 (:class:`~syndicate.dataplane.protocol.TwoPhase`); if the coordinator vanishes while this rank
 is prepared and undecided, it asks its peers: any COMMIT commits, otherwise all abort
-(Gap 4.7b). Busy-wait time is accounted per iteration for the 5 % re-plan trigger (T:1672).
+(Gap 4.7b). Busy-wait time is accounted per iteration for the 5 % re-plan trigger (T:1672),
+and each motif's execution time, for the cost model's refinement (T:1494, spec §3.4).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from typing import Any
 import numpy as np
 
 from syndicate.dataplane.mesh import Mesh, MeshClosed
-from syndicate.dataplane.protocol import InstalledPlan, TwoPhase, rank_rounds
+from syndicate.dataplane.protocol import InstalledPlan, TwoPhase, motif_key, rank_rounds
 from syndicate.motifs import CommOp, Motif
 
-__all__ = ["Enforcer"]
+__all__ = ["KEEP_ITERATIONS", "Enforcer"]
+
+KEEP_ITERATIONS = 64  # iterations of motif timings a rank keeps for the coordinator
 
 
 @dataclass
@@ -72,6 +75,8 @@ class Enforcer:
         self.issue_log: dict[int, list[str]] = {}
         self.wait_s: dict[int, float] = {}
         self.began: dict[int, float] = {}  # iteration -> when the app began it
+        # iteration -> motif key -> seconds it took on this rank (the last KEEP iterations)
+        self.motif_s: dict[int, dict[str, float]] = {}
         self.current_iteration = -1
         self._stop = False
         self.error: BaseException | None = None
@@ -169,6 +174,12 @@ class Enforcer:
                 if k + 1 in self.began
             }
 
+    def motif_times(self) -> dict[int, dict[str, float]]:
+        """Iteration -> :func:`~syndicate.dataplane.protocol.motif_key` -> seconds, for the
+        finished iterations still kept (the motif timings of T:1494)."""
+        with self._cv:
+            return {k: dict(v) for k, v in self.motif_s.items() if k + 1 in self.began}
+
     @property
     def undecided(self) -> int | None:
         with self._cv:
@@ -242,16 +253,29 @@ class Enforcer:
                 return
             run, m = item
             try:
+                t0 = time.perf_counter()
                 self._execute(run, m)
+                self._timed(run, m, time.perf_counter() - t0)
             except BaseException as exc:
                 if not run.future.done():
                     run.future.set_exception(exc)
+                with self._cv:
+                    self._cv.notify_all()
                 if isinstance(exc, MeshClosed):
                     return
                 continue
             run.left -= 1
             if run.left == 0:
                 run.future.set_result(run.result())  # REPACK
+                with self._cv:  # FIFO issues the next comm-op when this one is done
+                    self._cv.notify_all()
+
+    def _timed(self, run: _OpRun, m: Motif, seconds: float) -> None:
+        opt = self._iter_plan[run.k].options[run.op.name]
+        with self._cv:
+            self.motif_s.setdefault(run.k, {})[motif_key(run.op.name, opt, m.id)] = seconds
+            for old in [k for k in self.motif_s if k < run.k - KEEP_ITERATIONS]:
+                del self.motif_s[old]
 
     def _execute(self, run: _OpRun, m: Motif) -> None:
         r = self.rank
@@ -262,7 +286,7 @@ class Enforcer:
                 if t.dst == r:
                     local[(t.lo, t.hi)] = data.copy()
                 else:
-                    self.mesh.send(t.dst, f"{run.k}/{m.id}/{rnd}/{t.lo}", data)
+                    self.mesh.send(t.dst, f"{run.k}/{m.id}/{rnd}/{t.lo}", data, m.channel)
             for t in recvs:
                 data = (
                     local[(t.lo, t.hi)]

@@ -7,7 +7,8 @@ plan to run, "computes" (a sleep with seeded jitter), submits the job's comm-ops
 order (or, with ``permute``, in a rank-specific shuffled order once a plan is installed: the
 enforcer must still issue identically), checks every result against the reference collective
 computed from all ranks' seeded inputs (integers exact, floats within 1e-6), and reports its
-issue log, its plan version per iteration and the busy-wait per iteration.
+issue log, its plan version per iteration and the busy-wait per iteration. With ``rates`` its
+channels are paced (:mod:`syndicate.dataplane.pacing`).
 
 Control messages are JSON lines: ``prepare {version, plan, sha256}`` -> ``vote {version, yes,
 iter}``; ``commit {version, activate_at}``; ``abort {version}``; ``status`` -> ``{iter}``;
@@ -45,6 +46,7 @@ class RankConfig:
     permute: bool = False
     seed: int = 0
     floats: bool = False
+    rates: Mapping[str, float] | None = None  # channel -> bytes/s (None: loopback speed)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -95,7 +97,11 @@ def _control(enf: Enforcer, mesh: Mesh, listener: socket.socket, done: threading
                     enf.abort(int(msg["version"]))
                     reply = {"type": "ack"}
                 elif kind == "stats":
-                    reply = {"type": "stats", "stats": {str(k): v for k, v in enf.stats().items()}}
+                    reply = {
+                        "type": "stats",
+                        "stats": {str(k): v for k, v in enf.stats().items()},
+                        "motifs": {str(k): v for k, v in enf.motif_times().items()},
+                    }
                 else:
                     reply = {"type": "status", "iter": enf.current_iteration}
                 f.write(json.dumps(reply) + "\n")
@@ -147,7 +153,7 @@ def run_rank(rank: int, ports: Sequence[int], ctl_port: int, cfg_dict: dict, out
     n = len(ports)
     listener = socket.create_server(("127.0.0.1", ctl_port))
     box: list[Enforcer] = []
-    mesh = Mesh(rank, ports, on_ctl=_on_ctl(box))
+    mesh = Mesh(rank, ports, on_ctl=_on_ctl(box), rates=cfg.rates)
     enf = Enforcer(rank, mesh, cfg.ops, fifo_plan(cfg.ops))
     box.append(enf)
     done = threading.Event()
@@ -261,14 +267,24 @@ class Coordinator:
     def stats(self) -> dict[int, tuple[float, float]]:
         """Per finished iteration, the largest busy-wait over the ranks and the iteration
         time."""
+        return self.poll()[0]
+
+    def poll(self) -> tuple[dict[int, tuple[float, float]], dict[int, dict[str, float]]]:
+        """:meth:`stats`, and per finished iteration each motif's time: the slowest rank's
+        (a collective's motif is done when its last rank is), by motif key."""
         merged: dict[int, tuple[float, float]] = {}
+        motifs: dict[int, dict[str, float]] = {}
         for i in range(len(self._conns)):
             reply = self._ask(i, {"type": "stats"}) or {"stats": {}}
             for k_text, (wait, it) in reply["stats"].items():
                 k = int(k_text)
                 w0, t0 = merged.get(k, (0.0, 0.0))
                 merged[k] = (max(w0, wait), max(t0, it))
-        return merged
+            for k_text, times in reply.get("motifs", {}).items():
+                slowest = motifs.setdefault(int(k_text), {})
+                for key, sec in times.items():
+                    slowest[key] = max(slowest.get(key, 0.0), float(sec))
+        return merged, motifs
 
     def replan_when_waiting(
         self,
@@ -277,17 +293,21 @@ class Coordinator:
         *,
         until: Callable[[], bool],
         every: float = 0.02,
+        observe: Callable[[Mapping[str, float]], None] | None = None,
     ) -> list[tuple[int, int | None]]:
         """The re-plan loop (T:1672): feed every finished iteration's waits to ``trigger``
-        (iterations complete on every rank only); when it fires, propose ``make_plan(version)``
-        by 2PC. Returns (version, activate_at or None) per proposal."""
+        (iterations complete on every rank only) and its motif times to ``observe`` (the cost
+        model's refinement, T:1494: e.g. :func:`refine`); when the trigger fires, propose
+        ``make_plan(version)`` by 2PC. Returns (version, activate_at or None) per proposal."""
         seen = -1
         version = 0
         out: list[tuple[int, int | None]] = []
         while not until():
-            stats = self.stats()
+            stats, motifs = self.poll()
             for k in sorted(k for k in stats if k > seen):
                 seen = k
+                if observe is not None and k in motifs:
+                    observe(motifs[k])
                 if trigger.feed(*stats[k]):
                     version += 1
                     out.append((version, self.propose(make_plan(version))))

@@ -12,6 +12,8 @@ the per-rank execution of one motif's rounds.
   with ``activate_at = max k_r + 2``; a prepared rank never passes iteration ``k_r + 2`` without
   a decision (Gap 4.7b). NO or a timeout aborts, and the old plan stays everywhere.
 * :func:`rank_rounds`: what rank r sends and receives in each round of a motif.
+* :func:`motif_key` / :func:`parse_motif_key`: how a measured motif time names its comm-op,
+  option and motif on the wire (the enforcer statistics the optimizer receives, T:1494).
 
 Not done: the prefetch of the next batch's data-prep (δ = +1 ops, Gap 4.3) — every comm-op
 here belongs to its own iteration.
@@ -33,6 +35,8 @@ __all__ = [
     "TwoPhase",
     "fifo_plan",
     "from_schedule",
+    "motif_key",
+    "parse_motif_key",
     "rank_rounds",
 ]
 
@@ -92,6 +96,33 @@ class InstalledPlan:
             if set(motifs[mid].deps) - seen:
                 raise ValueError(f"motif {mid} is ordered before its deps")
             seen.add(mid)
+
+
+def motif_key(op_name: str, opt: ExecOption, motif_id: str) -> str:
+    """The wire name of motif ``motif_id`` of comm-op ``op_name`` run under ``opt`` (motif
+    ids alone are not unique across options: every option's first chunk is ``op/s0/...``).
+
+    >>> key = motif_key("emb", ExecOption("aa", seg=2, ways=2, channel="cpu"), "emb/s1/c0")
+    >>> key
+    'emb|aa|2|2|cpu|8|emb/s1/c0'
+    >>> parse_motif_key(key) == ("emb", ExecOption("aa", seg=2, ways=2, channel="cpu"), "emb/s1/c0")
+    True
+    """
+    o = opt
+    return f"{op_name}|{o.algo}|{o.seg}|{o.ways}|{o.channel}|{o.tree_n}|{motif_id}"
+
+
+def parse_motif_key(key: str) -> tuple[str, ExecOption, str]:
+    """The inverse of :func:`motif_key`; ValueError for anything else."""
+    parts = key.split("|")
+    if len(parts) != 7:
+        raise ValueError(f"not a motif key: {key!r}")
+    name, algo, seg, ways, channel, tree_n, mid = parts
+    try:
+        opt = ExecOption(algo, seg=int(seg), ways=int(ways), channel=channel, tree_n=int(tree_n))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not a motif key: {key!r}: {exc}") from None
+    return name, opt, mid
 
 
 def fifo_plan(ops: Sequence[CommOp]) -> InstalledPlan:

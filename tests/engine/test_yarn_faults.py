@@ -114,3 +114,39 @@ def test_a_container_outliving_its_lease_is_killed(
                 if not rm.app(yid).is_final:
                     rm.kill_app(yid)
         arb.stop()
+
+
+def test_while_no_arbiter_is_alive_yarn_runs_on_and_the_arbiter_resumes(
+    yarn_cluster, am_jar: Path, tmp_path: Path
+) -> None:
+    """The arbiter killed (no standby): YARN keeps the app RUNNING, its containers go when its
+    lease runs out (the sidecar cannot renew, nobody grants), and the arbiter restarted on its
+    journal and port gets the app's Agent back and leases it GPUs again (issue 21)."""
+    rm_url = yarn_cluster.rm_url
+    wait_for("no GPU in use (the previous test's apps gone)",
+             lambda: yarn_gpus_by_node(rm_url) == {}, timeout=60)  # fmt: skip
+    arb = Arbiter(tmp_path, rm_url, **KNOBS)
+    back: Arbiter | None = None
+    try:
+        wait_for("the arbiter", arb.state, timeout=60)
+        yarn_id, app_id = submit_job(yarn_cluster, arb, am_jar, "sleep 600", 4)
+        wait_for("containers as leased", lambda: holds_as_leased(rm_url, arb, app_id), 120)
+        arb.proc.send_signal(signal.SIGKILL)
+        arb.proc.wait()
+        wait_for("YARN to get the GPUs back as the lease runs out",
+                 lambda: yarn_gpus_by_node(rm_url) == {}, timeout=60)  # fmt: skip
+        assert yarn_app(rm_url, yarn_id)["state"] == "RUNNING"  # nothing killed it
+        back = Arbiter(tmp_path, rm_url, port=arb.port, fresh=False, **KNOBS)
+        back.submitted = arb.submitted
+        wait_for("the arbiter back", back.state, timeout=60)
+        wait_for("containers as leased again, by the returned arbiter",
+                 lambda: holds_as_leased(rm_url, back, app_id), timeout=120)  # fmt: skip
+        assert yarn_app(rm_url, yarn_id)["state"] == "RUNNING"
+    finally:
+        with RMClient(rm_url) as rm:
+            for yid in arb.submitted:
+                if not rm.app(yid).is_final:
+                    rm.kill_app(yid)
+        for a in (back, arb):
+            if a is not None:
+                a.stop()

@@ -21,8 +21,10 @@ import pytest
 from support import free_port, wait_for
 
 from arbiter.examples.hyperband_am import HyperbandAM
+from hive_hooks.share import ArbiterShare
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+from qoop_planner.model import Share
 from yarn_bridge.emulator import RMEmulator
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -172,8 +174,29 @@ def test_console_shows_the_live_arbiter_in_chromium(tmp_path: Path) -> None:
             for c in driver.find_elements(By.CSS_SELECTOR, "#auctions-body tbody tr td:first-child")
         }
         assert bidders and bidders <= app_ids
-        # QOOP's share, the RM as the bridge sees it, and the health badge
-        assert "|J| = 0" in driver.find_element(By.ID, "queries-now").text
+        # QOOP's share and a query's plan switch, as its replanner reports it
+        query = ArbiterShare(f"127.0.0.1:{port}", user="carol")
+        query.begin("tpch-q5")
+        try:
+            wait_for(
+                "the query in |J|",
+                lambda: "|J| = 1" in driver.find_element(By.ID, "queries-now").text,
+            )
+            query.report_switch(3.0, "q5-p0", "q5-p1", Share(4.0, 2048.0), ("s4",), ("s1", "s2"))
+            row = wait_for(
+                "the plan switch in the page",
+                lambda: driver.find_elements(By.CSS_SELECTOR, "#switch-body tr[data-job]"),
+            )[0]
+            cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+            assert cells[1] == "tpch-q5 (carol)" and cells[3] == "q5-p0 \u2192 q5-p1"
+            assert cells[4] == "4.0 vcores, 2048 MB" and cells[5:] == ["1", "2"]
+        finally:
+            query.end("tpch-q5")
+        wait_for(
+            "the query to leave |J|",
+            lambda: "|J| = 0" in driver.find_element(By.ID, "queries-now").text,
+        )
+        # the RM as the bridge sees it, and the health badge
         bridge = driver.find_element(By.ID, "bridge-body")
         assert rm_url in bridge.text and "yarn-bridge" in bridge.text
         assert bridge.find_element(By.CSS_SELECTOR, "td[data-key=ready]").text == "true"

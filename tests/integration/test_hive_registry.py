@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from support import Clock
+from support import Clock, wait_for
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
@@ -261,6 +261,54 @@ def test_arbiter_share_follows_the_stream(arbiter: RunningArbiter) -> None:
     assert share.job_id is None
     # end() unregistered the job: the arbiter no longer knows it
     assert job not in arbiter.core.queries
+
+
+def test_plan_switches_reach_the_arbiters_console(arbiter: RunningArbiter) -> None:
+    share = ArbiterShare(f"localhost:{arbiter.port}", user="alice")
+    share.begin("tpch-q5")
+    stub = rpc.QueryShareStub(grpc.insecure_channel(f"localhost:{arbiter.port}"))
+    try:
+        job = share.job_id
+        assert job is not None
+        share.report_switch(1.5, "q5-p0", "q5-p2", Share(8.0, 4096.0), ("s3",), ("s1", "s2"))
+        history = arbiter.telemetry.history
+        (rec,) = wait_for("the switch in the history", lambda: list(history.plan_switches))
+        assert (rec.job_id, rec.query_name, rec.user) == (job, "tpch-q5", "alice")
+        assert (rec.from_plan, rec.to_plan, rec.at_s) == ("q5-p0", "q5-p2", 1.5)
+        assert (rec.vcores, rec.memory_mb, rec.cancelled, rec.reused) == (
+            8.0, 4096.0, ("s3",), ("s1", "s2"),
+        )  # fmt: skip
+        assert share.switches_reported == 1
+        doc = arbiter.telemetry.history.to_json()
+        assert doc["plan_switches"][0]["to_plan"] == "q5-p2"  # type: ignore[index]
+        metric = arbiter.telemetry.registry.get_sample_value("yarn_arbiter_plan_switches_total")
+        assert metric == 1.0
+        # another query's token, or none, is refused and records nothing
+        other = stub.RegisterQuery(pb.RegisterQueryRequest(query_name="other"))
+        report = pb.PlanSwitchReport(job_id=job, from_plan="a", to_plan="b")
+        for token, code in (
+            (other.job_token, grpc.StatusCode.PERMISSION_DENIED),
+            ("", grpc.StatusCode.UNAUTHENTICATED),
+        ):
+            with pytest.raises(grpc.RpcError) as err:
+                stub.ReportPlanSwitch(report, metadata=[("x-app-token", token)], timeout=10)
+            assert err.value.code() == code
+        # bad input: every problem named, nothing recorded
+        bad = pb.PlanSwitchReport(
+            job_id=job, at_s=float("nan"), from_plan="", to_plan="x" * 300,
+            share=pb.ResourceVector(vcores=-1.0), cancelled_stages=["s"] * 600,
+        )  # fmt: skip
+        with pytest.raises(grpc.RpcError) as err:
+            stub.ReportPlanSwitch(bad, metadata=[("x-app-token", share._token or "")], timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        for field in ("at_s", "share", "from_plan", "to_plan", "cancelled_stages"):
+            assert field in (err.value.details() or "")
+        assert len(history.plan_switches) == 1
+    finally:
+        share.end("tpch-q5")
+    # an ended query reports nothing (and does not raise)
+    share.report_switch(2.0, "a", "b", Share(1.0, 1.0), (), ())
+    assert len(arbiter.telemetry.history.plan_switches) == 1
 
 
 def test_arbiter_share_unreachable_is_a_clear_error() -> None:

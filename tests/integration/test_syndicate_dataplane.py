@@ -206,3 +206,47 @@ def test_waits_over_5_percent_trigger_replans_installed_on_every_rank() -> None:
     assert switches[1:] == [(v, a) for v, a in committed if a < cfg.iterations]
     waits = reports[0]["wait_s"]
     assert any(w > 0 for w in waits.values())
+
+
+def test_a_replan_reruns_the_optimizer_on_measured_motif_times() -> None:
+    """Gap 4.5: the ranks' motif times refine the cost model (T:1494) and every re-plan the
+    5 % trigger fires reruns the optimizer on the refined prices; each new plan is installed
+    by 2PC on every rank and every collective still equals the reference."""
+    from syndicate.cost import RefinedCost
+    from syndicate.dataplane.protocol import ReplanTrigger
+    from syndicate.dataplane.replan import refine, reoptimizer
+
+    topo = hgx2(nodes=1, gpus_per_node=N)
+    tiny = Workload("tiny", 1.0, tables=8, avg_dim=4, avg_pooling=2, mlp_layers=3, avg_mlp=8)
+    dag = dlrm(tiny, N, batch_per_gpu=4)
+    cost = RefinedCost(MicrobenchCost(topo))
+    priced: list[float] = []
+    make = reoptimizer(
+        dag, cost, budget=60, warmup=10, on_plan=lambda r: priced.append(r.iter_time)
+    )
+    cfg = RankConfig(dag.ops, iterations=36, compute_s=0.03, jitter_s=0.01, permute=True, seed=17)
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        _wait_until_iteration(coord, 1)
+        first = coord.propose(make(1))
+        assert first is not None
+        proposals = coord.replan_when_waiting(
+            ReplanTrigger(threshold=0.05, window=3),
+            lambda v: make(v + 1),
+            until=lambda: min(coord.status()) >= cfg.iterations - 8,
+            observe=refine(cost, dag.ops),
+        )
+        coord.close()
+        reports = _reports(out)  # every collective equal to the reference on every rank
+    committed = [(v + 1, a) for v, a in proposals if a is not None]
+    assert committed, proposals
+    # the motif times arrived and moved the prices off the model's (loopback TCP on CPUs is
+    # not the modelled NVLink/RoCE fabric)
+    assert cost.observations > 0 and cost.ratio("gpu") != 1.0
+    assert len(priced) == 1 + len(proposals) and priced[1] != priced[0]
+    versions = _same_everywhere(reports, "versions")
+    switches = [
+        (v, k) for (k, v), (_, prev) in zip(versions[1:], versions, strict=False) if v != prev
+    ]
+    assert switches[0] == (1, first)
+    assert switches[1:] == [(v, a) for v, a in committed if a < cfg.iterations]

@@ -19,8 +19,9 @@ class Arbiter(ServedArbiter):
     """The served arbiter of a test (``tmp_path``): the auction in-process, the bridge polling
     every 0.5 s; ``submitted`` are the YARN apps the test submitted (killed at its end)."""
 
-    def __init__(self, tmp_path: Path, rm_url: str, *args: str, **knobs: str) -> None:
-        super().__init__(tmp_path, rm_url, *args, poll_s=0.5,
+    def __init__(self, tmp_path: Path, rm_url: str, *args: str, port: int | None = None,
+                 fresh: bool = True, **knobs: str) -> None:  # fmt: skip
+        super().__init__(tmp_path, rm_url, *args, poll_s=0.5, port=port, fresh=fresh,
                          knobs={"ARBITER_AUCTION_WORKER_PROCESS": "false", **knobs})  # fmt: skip
         self.submitted: list[str] = []
 

@@ -159,10 +159,10 @@ def test_solvers_agree_on_generated_bids(seed: int) -> None:
     agree(new, partial_allocation(bids, offered, naive=True))
 
 
-def test_default_is_the_clique_solver() -> None:
+def test_default_is_the_dual_solver() -> None:
     bids, offered = triangles(6)
     by_default = partial_allocation(bids, offered)
-    explicit = partial_allocation(bids, offered, solver="cliques")
+    explicit = partial_allocation(bids, offered, solver="duals")
     assert by_default == explicit
 
 

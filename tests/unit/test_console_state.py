@@ -9,7 +9,7 @@ import pytest
 
 from arbiter.cluster import load_cluster
 from arbiter.console import console_state, static_file
-from arbiter.history import History, ShareSample
+from arbiter.history import History, PlanSwitchRecord, ShareSample
 from arbiter.journal import AppRecord
 from arbiter.messages import ArbiterView
 from arbiter.rounds import Lease, LeaseSource
@@ -34,6 +34,22 @@ def test_history_is_bounded() -> None:
     assert '"b": [[' in doc and "null" in doc
     with pytest.raises(ValueError, match="max_apps"):
         History(max_apps=0)
+
+
+def test_plan_switches_are_kept_newest_first_and_bounded() -> None:
+    h = History(plan_switches=2)
+    for k in range(3):
+        rec = PlanSwitchRecord(
+            float(k), f"query-{k}", "q5", "alice", 1.0 + k, "p0", f"p{k + 1}", 8.0, 4096.0,
+            ("s3",), (),
+        )  # fmt: skip
+        h.add_plan_switch(rec)
+    doc = h.to_json()
+    assert [x["job_id"] for x in doc["plan_switches"]] == ["query-2", "query-1"]  # type: ignore[index]
+    assert doc["plan_switches"][0]["cancelled"] == ["s3"]  # type: ignore[index]
+    json.dumps(doc, allow_nan=False)
+    with pytest.raises(ValueError, match="plan_switches"):
+        History(plan_switches=0)
 
 
 def test_state_shows_who_holds_each_gpu() -> None:

@@ -11,7 +11,7 @@ import pytest
 from support import REPO
 
 ROOT = REPO
-PACKAGES = ("arbiter", "yarn_bridge", "hive_hooks", "qoop_planner")
+PACKAGES = ("arbiter", "yarn_bridge", "hive_hooks", "qoop_planner", "syndicate")
 
 
 def modules_with_examples() -> list[str]:

@@ -25,6 +25,8 @@ Layout, one module per responsibility (each docstring gives its design decisions
 * :mod:`yarn_bridge.local_hadoop.cluster`: :class:`LocalHadoop`, **processes, not threads**
   (one ``java`` per daemon in its own session), **ready means usable** (an ACTIVE RM and every
   NodeManager RUNNING), **small JVMs**;
+* :mod:`yarn_bridge.local_hadoop.kdc`: **a Kerberos realm** for ``up --kerberos`` (Hadoop's
+  MiniKdc as one more daemon, the daemons' and the user's keytabs, ``krb5.conf``);
 * :mod:`yarn_bridge.local_hadoop.common`: versions, main classes, :class:`HadoopError`.
 """
 

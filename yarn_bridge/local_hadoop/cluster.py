@@ -13,6 +13,12 @@ ResourceManager(s), NodeManagers and, for an HA pair, ZooKeeper.
   becomes ACTIVE and the second STANDBY; each is told its own ``yarn.resourcemanager.ha.id``.
 * **Small JVMs.** SerialGC and modest heaps (RM 512 MB, NM 384 MB, ZooKeeper 128 MB): a 2-core
   machine runs the cluster beside the test suite.
+* **Kerberos** (``spec.kerberos``, Hadoop's *SecureMode*): a MiniKdc daemon (``kdc``,
+  :mod:`~yarn_bridge.local_hadoop.kdc`) starts first and every JVM reads its realm's
+  ``krb5.conf``; the daemons log in from ``service.keytab``, the web servers want SPNEGO, and
+  this class's own readiness checks log in as the client principal from its keytab
+  (:mod:`yarn_bridge.kerberos`), which ``state.json`` records for clients (``principal``,
+  ``keytab``, ``krb5_conf``). The KDC cannot be restarted (MiniKdc makes new keys each start).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -37,24 +44,48 @@ from yarn_bridge.local_hadoop.config import (
     NodeManagerPorts,
     RMPorts,
     _rm_ids,
+    http_secret_file,
+    kerberos_user,
     read_site,
     site_overrides,
     write_conf_dir,
     write_site,
 )
 from yarn_bridge.local_hadoop.jars import ensure_jars, find_java, java_home
+from yarn_bridge.local_hadoop.kdc import (
+    KDC_CLASS,
+    READY_LINE,
+    KdcFiles,
+    ensure_minikdc_jars,
+    kdc_args,
+    kdc_files,
+    split_keytabs,
+)
 from yarn_bridge.local_hadoop.processes import (
     ClusterState,
     Daemon,
+    Headers,
     PortPool,
     _alive,
+    _rm_get,
     _rm_state,
     _wait,
     kill_orphan_containers,
     port_busy,
 )
+from yarn_bridge.rm.errors import RMError
 
-__all__ = ["LocalHadoop"]
+__all__ = ["LocalHadoop", "zk_ok"]
+
+
+def zk_ok(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether the ZooKeeper on ``host:port`` answers ``ruok`` with ``imok`` (serving)."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0) as s:
+            s.sendall(b"ruok")
+            return s.recv(16) == b"imok"
+    except OSError:
+        return False
 
 
 class LocalHadoop:
@@ -63,6 +94,20 @@ class LocalHadoop:
     def __init__(self, workdir: Path | str) -> None:
         self.workdir = Path(workdir).resolve()
         self.state_file = self.workdir / "state.json"
+        self._auth_hook: tuple[str, Headers] | None = None
+
+    def auth(self, state: ClusterState | None = None) -> Headers | None:
+        """SPNEGO headers for the RM's REST API as the cluster's client principal (``None`` on
+        an unsecured cluster): what the readiness checks use, and tests may too."""
+        st = state or self.state()
+        if st is None or not st.keytab:
+            return None
+        if self._auth_hook is None or self._auth_hook[0] != st.keytab:
+            from yarn_bridge.kerberos import KeytabLogin, spnego_hook
+
+            login = KeytabLogin(st.principal, st.keytab, krb5_conf=st.krb5_conf)
+            self._auth_hook = (st.keytab, spnego_hook(login))
+        return self._auth_hook[1]
 
     # -- state -------------------------------------------------------------------------------
 
@@ -131,8 +176,10 @@ class LocalHadoop:
         nm_ports = [NodeManagerPorts(pool.take(), pool.take(), pool.take(), pool.take())
                     for _ in range(spec.nodes)]  # fmt: skip
         zk_port = pool.take() if spec.ha else None
+        kdc_port = pool.take() if spec.kerberos else None
         pool.release()
         env = {**os.environ, "JAVA_HOME": str(java_home(java))}
+        kdc = kdc_files(self.workdir, kerberos_user(spec)) if spec.kerberos else None
         client_conf = self.workdir / "etc" / "client"
         common = dict(jars=jars, rm_ports=rm_ports, zk_port=zk_port)
         write_conf_dir(client_conf, site_overrides(spec, nm=None, **common))
@@ -145,7 +192,13 @@ class LocalHadoop:
             daemons=(), zk_address=f"127.0.0.1:{zk_port}" if zk_port else "",
             started_unix_s=time.time(),
         )  # fmt: skip
+        if kdc is not None:
+            state = replace(state, krb5_conf=str(kdc.krb5_conf), principal=kdc.user_principal,
+                            keytab=str(kdc.user_keytab))  # fmt: skip
         try:
+            if kdc is not None and kdc_port is not None:
+                daemons.append(self._start_kdc(kdc, kdc_port, java, env, progress))
+                self._save(replace(state, daemons=tuple(daemons)))
             if zk_port is not None:
                 daemons.append(self._start_zk(java, jars, zk_port, env))
                 self._save(replace(state, daemons=tuple(daemons)))
@@ -159,17 +212,20 @@ class LocalHadoop:
                     props["yarn.resourcemanager.ha.id"] = rid
                     write_site(conf / "yarn-site.xml", props)
                 d = self._spawn(rid, RM_CLASS, java, jars, conf, env, heap_mb=512,
-                                webapp=f"http://127.0.0.1:{rm_ports[rid].webapp}")  # fmt: skip
+                                webapp=f"http://127.0.0.1:{rm_ports[rid].webapp}",
+                                krb5_conf=state.krb5_conf)  # fmt: skip
                 daemons.append(d)
                 self._save(replace(state, daemons=tuple(daemons)))
                 if spec.ha:  # one at a time: the first becomes ACTIVE, the second STANDBY
-                    _wait(lambda d=d: _rm_state(d.webapp) in ("ACTIVE", "STANDBY"), timeout_s,
+                    _wait(lambda d=d: _rm_state(d.webapp, self.auth(state))
+                          in ("ACTIVE", "STANDBY"), timeout_s,
                           f"{rid} to join the election", d)  # fmt: skip
             progress(f"ResourceManager starting ({', '.join(state.rm_urls)}) ...")
             _wait(lambda: self._active_rm(state) is not None, timeout_s,
                   "a ResourceManager to become ACTIVE", *daemons)  # fmt: skip
             for i in range(1, spec.nodes + 1):
-                d = self._start_nm(spec, i, nm_ports[i - 1], java, jars, env, common)
+                d = self._start_nm(spec, i, nm_ports[i - 1], java, jars, env, common,
+                                   krb5_conf=state.krb5_conf)  # fmt: skip
                 daemons.append(d)
                 self._save(replace(state, daemons=tuple(daemons)))
             progress(f"{spec.nodes} NodeManagers starting ...")
@@ -188,6 +244,61 @@ class LocalHadoop:
              "extra_yarn_site": dict(spec.extra_yarn_site)}, indent=2))  # fmt: skip
         return state
 
+    def _start_kdc(self, files: KdcFiles, port: int, java: Path, env: Mapping[str, str],
+                   progress: Callable[[str], None]) -> Daemon:  # fmt: skip
+        """MiniKdc on 127.0.0.1:``port``; returns once its keytabs and krb5.conf are written."""
+        jars = ensure_minikdc_jars(progress=progress)
+        args = kdc_args(files, port)
+        conf = self.workdir / "etc" / "kdc"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "log4j.properties").write_text(LOG4J)
+        log = self.workdir / "logs" / "kdc.log"
+        seen = log.stat().st_size if log.exists() else 0  # the log of an earlier start stays
+        d = self._spawn("kdc", KDC_CLASS, java, jars, conf, env, heap_mb=128, args=args,
+                        home=False)  # fmt: skip
+        progress(f"MiniKdc starting (realm EXAMPLE.COM on 127.0.0.1:{port}) ...")
+
+        def ready() -> bool:  # MiniKdc prints the line after it wrote the keytab
+            with open(log, "rb") as f:
+                f.seek(seen)
+                return READY_LINE.encode() in f.read()
+
+        _wait(ready, 60, "MiniKdc to create its principals", d)
+        split_keytabs(files, port)
+        secret = http_secret_file(files)
+        secret.write_text(os.urandom(24).hex())
+        secret.chmod(0o600)
+        return d
+
+    def up_zookeeper(self, *, timeout_s: float = 60.0) -> ClusterState:
+        """Start only ZooKeeper (from the cached jars, on a free loopback port) and wait until
+        it answers ``ruok``; ``state().zk_address`` is its ``127.0.0.1:PORT``. For the
+        arbiter's HA pair and its tests; :meth:`down` stops it, :meth:`kill` and
+        :meth:`restart` work on its daemon (``zk``) as on the others."""
+        if any(self.running().values()):
+            raise HadoopError(f"a cluster already runs from {self.workdir}")
+        java = find_java()
+        jars = ensure_jars()
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        pool = PortPool()
+        port = pool.take()
+        pool.release()
+        env = {**os.environ, "JAVA_HOME": str(java_home(java))}
+        state = ClusterState(
+            workdir=str(self.workdir), jars=str(jars), java_home=env["JAVA_HOME"],
+            client_conf="", rm_urls=(), daemons=(), zk_address=f"127.0.0.1:{port}",
+            started_unix_s=time.time(),
+        )  # fmt: skip
+        zk = self._start_zk(java, jars, port, env)
+        state = replace(state, daemons=(zk,))
+        self._save(state)
+        try:
+            _wait(lambda: zk_ok(port), timeout_s, "ZooKeeper to answer ruok", zk)
+        except BaseException:
+            self.down()
+            raise
+        return state
+
     def _start_zk(self, java: Path, jars: Path, port: int, env: Mapping[str, str]) -> Daemon:
         conf = self.workdir / "etc" / "zk"
         conf.mkdir(parents=True, exist_ok=True)
@@ -202,23 +313,26 @@ class LocalHadoop:
         return self._spawn("zk", ZK_CLASS, java, jars, conf, env, heap_mb=128, args=[str(cfg)])
 
     def _start_nm(self, spec: LocalHadoopSpec, i: int, ports: NodeManagerPorts, java: Path,
-                  jars: Path, env: Mapping[str, str], common: Mapping) -> Daemon:  # fmt: skip
+                  jars: Path, env: Mapping[str, str], common: Mapping,
+                  krb5_conf: str = "") -> Daemon:  # fmt: skip
         for sub in ("local", "logs", "recovery"):
             (self.workdir / f"nm{i}" / sub).mkdir(parents=True, exist_ok=True)
         conf = write_conf_dir(self.workdir / "etc" / f"nm{i}",
                               site_overrides(spec, nm=(i, ports), **common))  # fmt: skip
         return self._spawn(f"nm{i}", NM_CLASS, java, jars, conf, env, heap_mb=384,
                            webapp=f"http://127.0.0.1:{ports.webapp}",
-                           node_id=f"127.0.0.1:{ports.address}")  # fmt: skip
+                           node_id=f"127.0.0.1:{ports.address}", krb5_conf=krb5_conf)  # fmt: skip
 
     def _spawn(self, name: str, main_class: str, java: Path, jars: Path, conf: Path,
                env: Mapping[str, str], *, heap_mb: int, args: Iterable[str] = (),
-               webapp: str = "", node_id: str = "") -> Daemon:  # fmt: skip
+               webapp: str = "", node_id: str = "", krb5_conf: str = "",
+               home: bool = True) -> Daemon:  # fmt: skip
         log = self.workdir / "logs" / f"{name}.log"
+        krb = [f"-Djava.security.krb5.conf={krb5_conf}"] if krb5_conf else []
         cmd = [str(java), f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                f"-Dhadoop.log.dir={self.workdir / 'logs'}",
                f"-Dyarn.log.dir={self.workdir / 'logs'}",
-               f"-Dhadoop.home.dir={jars}",
+               *([f"-Dhadoop.home.dir={jars}"] if home else []), *krb,
                f"-Dyarn.arbiter.workdir={self.workdir}",
                "-cp", f"{conf}:{jars}/*", main_class, *args]  # fmt: skip
         with open(log, "ab") as out:
@@ -237,16 +351,17 @@ class LocalHadoop:
     # -- queries -----------------------------------------------------------------------------
 
     def _active_rm(self, state: ClusterState) -> str | None:
-        return next((u for u in state.rm_urls if _rm_state(u) == "ACTIVE"), None)
+        auth = self.auth(state)
+        return next((u for u in state.rm_urls if _rm_state(u, auth) == "ACTIVE"), None)
 
     def _nodes(self, state: ClusterState) -> list[dict]:
         url = self._active_rm(state)
         if url is None:
             return []
         try:
-            r = httpx.get(f"{url}/ws/v1/cluster/nodes", timeout=2.0)
+            r = _rm_get(f"{url}/ws/v1/cluster/nodes", self.auth(state))
             return (r.json().get("nodes") or {}).get("node") or []
-        except (httpx.HTTPError, ValueError):
+        except (httpx.HTTPError, ValueError, RMError):
             return []
 
     def _nodes_running(self, state: ClusterState) -> int:
@@ -307,16 +422,23 @@ class LocalHadoop:
         d = st.daemon(name)
         if _alive(d.pid, d.main_class):
             raise HadoopError(f"{name} is still running (pid {d.pid})")
+        if d.main_class == KDC_CLASS:
+            raise HadoopError("the KDC cannot be restarted (MiniKdc makes new keys at each start): "
+                              "stop the cluster and start it again")  # fmt: skip
         java = Path(st.java_home) / "bin" / "java"
         env = {**os.environ, "JAVA_HOME": st.java_home, "HADOOP_CONF_DIR": st.client_conf}
         heap = {RM_CLASS: 512, NM_CLASS: 384}.get(d.main_class, 128)
         args = [str(Path(d.conf_dir) / "zoo.cfg")] if d.main_class == ZK_CLASS else []
         new = self._spawn(name, d.main_class, java, Path(st.jars), Path(d.conf_dir), env,
-                          heap_mb=heap, args=args, webapp=d.webapp, node_id=d.node_id)  # fmt: skip
+                          heap_mb=heap, args=args, webapp=d.webapp, node_id=d.node_id,
+                          krb5_conf=st.krb5_conf)  # fmt: skip
         st = replace(st, daemons=tuple(new if x.name == name else x for x in st.daemons))
         self._save(st)
         if d.main_class == RM_CLASS:
             _wait(lambda: self._active_rm(st) is not None, timeout_s, "an ACTIVE RM", new)
+        elif d.main_class == ZK_CLASS:
+            port = int(st.zk_address.rsplit(":", 1)[1])
+            _wait(lambda: zk_ok(port), timeout_s, "ZooKeeper to answer ruok", new)
         elif d.main_class == NM_CLASS:
             _wait(lambda: any(n["id"] == d.node_id and n["state"] == "RUNNING"
                               for n in self._nodes(st)), timeout_s,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from yarn_bridge.local_hadoop.common import REPO
+from yarn_bridge.local_hadoop.kdc import NM_PRINCIPAL, RM_PRINCIPAL, KdcFiles, kdc_files
 
 __all__ = [
     "DEPLOY_CONF",
@@ -29,7 +30,9 @@ __all__ = [
     "LocalHadoopSpec",
     "NodeManagerPorts",
     "RMPorts",
+    "kerberos_user",
     "read_site",
+    "secure_overrides",
     "site_overrides",
     "write_conf_dir",
     "write_site",
@@ -99,6 +102,10 @@ class LocalHadoopSpec:
     nm_liveness_ms: int | None = None  # yarn.nm.liveness-monitor.expiry-interval-ms
     rm_webapp_port: int = 0
     extra_yarn_site: Mapping[str, str] = field(default_factory=dict)
+    # Hadoop secure mode on a MiniKdc realm (kdc.py, :func:`secure_overrides`); the client
+    # principal is ``<kerberos_user>@EXAMPLE.COM`` (empty: the login name).
+    kerberos: bool = False
+    kerberos_user: str = ""
 
 
 def _rm_ids(spec: LocalHadoopSpec) -> tuple[str, ...]:
@@ -209,6 +216,10 @@ def site_overrides(
             "yarn.nodemanager.log-dirs": str(d / "logs"),
             "yarn.nodemanager.recovery.dir": str(d / "recovery"),
         }
+    if spec.kerberos:
+        sec = secure_overrides(kdc_files(w, kerberos_user(spec)))
+        core |= sec["core-site.xml"]
+        yarn |= sec["yarn-site.xml"]
     yarn |= dict(spec.extra_yarn_site)
     out = {"core-site.xml": core, "yarn-site.xml": yarn}
     if nm is not None:
@@ -222,6 +233,70 @@ def _user() -> str:
     import getpass
 
     return getpass.getuser()
+
+
+def kerberos_user(spec: LocalHadoopSpec) -> str:
+    """The client principal's name: ``spec.kerberos_user``, else the login name."""
+    return spec.kerberos_user or _user()
+
+
+def http_secret_file(files: KdcFiles) -> Path:
+    """The secret the web servers sign their ``hadoop.auth`` cookies with."""
+    return files.root / "http-signature-secret"
+
+
+def secure_overrides(files: KdcFiles) -> dict[str, dict[str, str]]:
+    """What Hadoop's secure mode needs on one host, per file (Hadoop's *SecureMode* and
+    *HttpAuthentication*). Pure.
+
+    >>> from yarn_bridge.local_hadoop.kdc import kdc_files
+    >>> o = secure_overrides(kdc_files(Path("/w"), "alice"))
+    >>> o["core-site.xml"]["hadoop.security.authentication"]
+    'kerberos'
+    >>> o["yarn-site.xml"]["yarn.resourcemanager.keytab"]
+    '/w/kdc/service.keytab'
+    """
+    keytab = str(files.service_keytab)
+    core = {
+        # Kerberos for RPC (clients and NodeManagers to the RM, AMs to NMs with tokens).
+        "hadoop.security.authentication": "kerberos",
+        # Service-level ACLs stay off, as yarn.acl.enable=false in deploy/conf: any
+        # authenticated principal may call any protocol. Authentication is the point here.
+        "hadoop.security.authorization": "false",
+        # Principal -> short name: DEFAULT strips the default realm (alice@EXAMPLE.COM -> alice,
+        # rm/localhost@EXAMPLE.COM -> rm). Written out because secure mode depends on it.
+        "hadoop.security.auth_to_local": "DEFAULT",
+        # SPNEGO on every web server (RM and NMs): Hadoop's AuthenticationFilter, which the RM
+        # swaps for its RMAuthenticationFilter (SPNEGO plus RM delegation tokens).
+        "hadoop.http.filter.initializers":
+            "org.apache.hadoop.security.AuthenticationFilterInitializer",
+        "hadoop.http.authentication.type": "kerberos",
+        # "*": every HTTP/ principal of the keytab (HTTP/localhost and HTTP/127.0.0.1), so a
+        # client may name the host either way.
+        "hadoop.http.authentication.kerberos.principal": "*",
+        "hadoop.http.authentication.kerberos.keytab": keytab,
+        "hadoop.http.authentication.simple.anonymous.allowed": "false",
+        # The default secret file is ~/hadoop-http-auth-signature-secret: one per work dir.
+        "hadoop.http.authentication.signature.secret.file": str(http_secret_file(files)),
+    }  # fmt: skip
+    yarn = {
+        "yarn.resourcemanager.principal": RM_PRINCIPAL,
+        "yarn.resourcemanager.keytab": keytab,
+        "yarn.nodemanager.principal": NM_PRINCIPAL,
+        "yarn.nodemanager.keytab": keytab,
+        # The web apps' own SPNEGO keys (WebApps warns when unset and the RM copies them over
+        # hadoop.http.authentication.kerberos.*).
+        "yarn.resourcemanager.webapp.spnego-principal": "*",
+        "yarn.resourcemanager.webapp.spnego-keytab-file": keytab,
+        "yarn.nodemanager.webapp.spnego-principal": "*",
+        "yarn.nodemanager.webapp.spnego-keytab-file": keytab,
+        # Containers run as the NodeManager's OS user, under the app user's name in YARN. A
+        # real secure cluster uses LinuxContainerExecutor (setuid container-executor, an OS
+        # account per principal), which needs root-owned binaries this local cluster has not.
+        "yarn.nodemanager.container-executor.class":
+            "org.apache.hadoop.yarn.server.nodemanager.DefaultContainerExecutor",
+    }  # fmt: skip
+    return {"core-site.xml": core, "yarn-site.xml": yarn}
 
 
 def write_conf_dir(dest: Path, overrides: Mapping[str, Mapping[str, str]]) -> Path:

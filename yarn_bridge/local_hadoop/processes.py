@@ -11,7 +11,7 @@ import contextlib
 import json
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import httpx
 import psutil
 
 from yarn_bridge.local_hadoop.common import HadoopError
+from yarn_bridge.rm.errors import RMError
 
 __all__ = ["ClusterState", "Daemon", "PortPool", "kill_orphan_containers", "port_busy"]
 
@@ -75,6 +76,10 @@ class ClusterState:
     zk_address: str = ""
     started_unix_s: float = 0.0
     startup_s: float = 0.0
+    # Kerberos (``up --kerberos``): the realm's krb5.conf, the client principal and its keytab
+    krb5_conf: str = ""
+    principal: str = ""
+    keytab: str = ""
 
     @property
     def rm_url(self) -> str:
@@ -97,12 +102,22 @@ class ClusterState:
         return cls(**raw)
 
 
-def _rm_state(url: str) -> str | None:
+# (method, url) -> headers: SPNEGO on a Kerberized cluster (yarn_bridge.rm.AuthHook's shape)
+Headers = Callable[[str, str], Mapping[str, str]]
+
+
+def _rm_get(url: str, auth: Headers | None = None) -> httpx.Response:
+    """``GET url`` with ``auth``'s headers (none: an unsecured cluster)."""
+    headers = dict(auth("GET", url)) if auth is not None else {}
+    return httpx.get(url, timeout=2.0, follow_redirects=False, headers=headers)
+
+
+def _rm_state(url: str, auth: Headers | None = None) -> str | None:
     """``ACTIVE`` or ``STANDBY`` (a started RM's HA state), else ``None`` (not answering)."""
     try:
-        r = httpx.get(f"{url}/ws/v1/cluster/info", timeout=2.0, follow_redirects=False)
+        r = _rm_get(f"{url}/ws/v1/cluster/info", auth)
         info = r.json()["clusterInfo"]
-    except (httpx.HTTPError, ValueError, KeyError):
+    except (httpx.HTTPError, ValueError, KeyError, RMError):
         return None
     return info.get("haState") if info.get("state") == "STARTED" else None
 

@@ -142,6 +142,22 @@ function renderQueries(s) {
     body.append(el("tr", {}, el("td", {}, clock(x.at)), el("td", {}, x.epoch), el("td", {}, x.active_jobs),
       el("td", {}, fmt(x.vcores, 1)), el("td", {}, Math.round(x.memory_mb) + " MB")));
   }
+  const switches = s.history.plan_switches || [];
+  const sw = document.getElementById("switch-body");
+  sw.replaceChildren();
+  if (!switches.length) {
+    sw.append(el("tr", {}, el("td", { colspan: "7", class: "muted" }, "no plan switch reported yet")));
+  }
+  for (const x of switches.slice(0, 30)) {
+    sw.append(el("tr", { "data-job": x.job_id },
+      el("td", {}, clock(x.at)),
+      el("td", { title: x.job_id }, `${x.query_name}${x.user ? " (" + x.user + ")" : ""}`),
+      el("td", {}, fmt(x.at_s, 1) + " s"),
+      el("td", { class: "plan" }, `${x.from_plan} \u2192 ${x.to_plan}`),
+      el("td", {}, `${fmt(x.vcores, 1)} vcores, ${Math.round(x.memory_mb)} MB`),
+      el("td", { title: x.cancelled.join(", ") }, x.cancelled.length),
+      el("td", { title: x.reused.join(", ") }, x.reused.length)));
+  }
 }
 
 function renderBridge(s) {

@@ -176,10 +176,24 @@ class Revocation(_message.Message):
     def __init__(self, lease_id: _Optional[str] = ..., gpu_ids: _Optional[_Iterable[str]] = ..., grace_seconds: _Optional[float] = ..., reason: _Optional[str] = ..., original_lease_id: _Optional[str] = ..., remainder: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("sent_unix_s",)
+    __slots__ = ("sent_unix_s", "seq", "want_ack", "progress")
     SENT_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    WANT_ACK_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     sent_unix_s: float
-    def __init__(self, sent_unix_s: _Optional[float] = ...) -> None: ...
+    seq: int
+    want_ack: bool
+    progress: _containers.RepeatedCompositeFieldContainer[ProgressReport]
+    def __init__(self, sent_unix_s: _Optional[float] = ..., seq: _Optional[int] = ..., want_ack: _Optional[bool] = ..., progress: _Optional[_Iterable[_Union[ProgressReport, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatAck(_message.Message):
+    __slots__ = ("seq", "rho")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    RHO_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    rho: float
+    def __init__(self, seq: _Optional[int] = ..., rho: _Optional[float] = ...) -> None: ...
 
 class SessionHello(_message.Message):
     __slots__ = ("app_id", "resume_after_round")
@@ -210,18 +224,20 @@ class SessionError(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ArbiterMessage(_message.Message):
-    __slots__ = ("rho_query", "offer", "allocation", "revocation", "error")
+    __slots__ = ("rho_query", "offer", "allocation", "revocation", "error", "heartbeat_ack")
     RHO_QUERY_FIELD_NUMBER: _ClassVar[int]
     OFFER_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     REVOCATION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
     rho_query: RhoQuery
     offer: Offer
     allocation: Allocation
     revocation: Revocation
     error: SessionError
-    def __init__(self, rho_query: _Optional[_Union[RhoQuery, _Mapping]] = ..., offer: _Optional[_Union[Offer, _Mapping]] = ..., allocation: _Optional[_Union[Allocation, _Mapping]] = ..., revocation: _Optional[_Union[Revocation, _Mapping]] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ...) -> None: ...
+    heartbeat_ack: HeartbeatAck
+    def __init__(self, rho_query: _Optional[_Union[RhoQuery, _Mapping]] = ..., offer: _Optional[_Union[Offer, _Mapping]] = ..., allocation: _Optional[_Union[Allocation, _Mapping]] = ..., revocation: _Optional[_Union[Revocation, _Mapping]] = ..., error: _Optional[_Union[SessionError, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
     __slots__ = ("lease_id",)
@@ -328,6 +344,28 @@ class UnregisterQueryRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class UnregisterQueryResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PlanSwitchReport(_message.Message):
+    __slots__ = ("job_id", "at_s", "from_plan", "to_plan", "share", "cancelled_stages", "reused_stages")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_S_FIELD_NUMBER: _ClassVar[int]
+    FROM_PLAN_FIELD_NUMBER: _ClassVar[int]
+    TO_PLAN_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_STAGES_FIELD_NUMBER: _ClassVar[int]
+    REUSED_STAGES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    at_s: float
+    from_plan: str
+    to_plan: str
+    share: ResourceVector
+    cancelled_stages: _containers.RepeatedScalarFieldContainer[str]
+    reused_stages: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., at_s: _Optional[float] = ..., from_plan: _Optional[str] = ..., to_plan: _Optional[str] = ..., share: _Optional[_Union[ResourceVector, _Mapping]] = ..., cancelled_stages: _Optional[_Iterable[str]] = ..., reused_stages: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PlanSwitchAck(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 

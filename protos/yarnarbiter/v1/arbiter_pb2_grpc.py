@@ -293,6 +293,11 @@ class QueryShareStub:
                 request_serializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UnregisterQueryRequest.SerializeToString,
                 response_deserializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UnregisterQueryResponse.FromString,
                 _registered_method=True)
+        self.ReportPlanSwitch = channel.unary_unary(
+                '/yarnarbiter.v1.QueryShare/ReportPlanSwitch',
+                request_serializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.PlanSwitchReport.SerializeToString,
+                response_deserializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.PlanSwitchAck.FromString,
+                _registered_method=True)
 
 
 class QueryShareServicer:
@@ -316,6 +321,12 @@ class QueryShareServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportPlanSwitch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryShareServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -333,6 +344,11 @@ def add_QueryShareServicer_to_server(servicer, server):
                     servicer.UnregisterQuery,
                     request_deserializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UnregisterQueryRequest.FromString,
                     response_serializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UnregisterQueryResponse.SerializeToString,
+            ),
+            'ReportPlanSwitch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportPlanSwitch,
+                    request_deserializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.PlanSwitchReport.FromString,
+                    response_serializer=protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.PlanSwitchAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -416,6 +432,33 @@ class QueryShare:
             '/yarnarbiter.v1.QueryShare/UnregisterQuery',
             protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UnregisterQueryRequest.SerializeToString,
             protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.UnregisterQueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportPlanSwitch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/yarnarbiter.v1.QueryShare/ReportPlanSwitch',
+            protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.PlanSwitchReport.SerializeToString,
+            protos_dot_yarnarbiter_dot_v1_dot_arbiter__pb2.PlanSwitchAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,150 @@
+"""Dual certificates for the PA auction's hidden payments (Themis §3.3, Pseudocode 1; spec B.5).
+
+``Solver.DUALS`` is :class:`~arbiter.auction.solve._CliqueMarket` (same cuts, same branch and
+bound, same checked MILP fallback) plus two exact shortcuts:
+
+**c_i = 1 from one LP's duals.** Most of the n solves without one app (53 of 64 on the
+benchmark's 64 x 256 x 32 instance 26001) end where they start: the others keep their PF
+rows and c_i = 1, yet each costs a warm LP solve of the 2,048-column model. Any prices
+``y <= 0`` on the packing rows (GPUs, clique cuts, each ``<= b_r``) bound the market without
+app i from below (Lagrangian relaxation of those rows)::
+
+    L_i = Σ_{a in market, a != i} min_{k of a} (c_k - Σ_{rows r ∋ k} y_r)  +  Σ_r y_r b_r
+
+valid for every feasible choice, whatever y. Taking y from the PF LP (solved once more with the
+starving apps the PF served required, as every ``-i`` solve requires them), ``L_i`` comes for
+all i from one pass over the columns. When ``L_i`` reaches the cost of the PF rows of the others
+(``kept``, feasible without i) less the payment gap, the market without i cannot beat ``kept``
+by more than that gap: c_i = 1 (within the gap, never below its true value), no solve. The
+bound is computed from the clamped duals, not read from HiGHS, so it holds whatever the LP's
+accuracy.
+
+**Serve every starving app in the PF when a greedy allocation can.** Gap 2's objective first
+maximises the number of apps with finite ρ; if a greedy allocation (improved by local moves)
+already serves every starving app, every optimum does, so their empty rows are fixed to 0 in
+the PF solve (``required``, as in the ``-i`` solves) and that allocation is its incumbent. This
+keeps the lexicographic weight of ρ = ∞ out of the PF's LP, and its MILP fallback (if any)
+starts from that incumbent. A greedy allocation that misses a starving app changes nothing
+(no requirement; the exact lexicographic solve runs as before).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import highspy
+import numpy as np
+
+from arbiter.auction.formulation import _App, _cost
+from arbiter.auction.solve import _EXACT_GAP, _CliqueMarket
+
+# LP branch-and-bound nodes of a ``-i`` solve once the PF needed the MILP (the root only).
+_TAIL_NODES = 1
+
+
+class _DualMarket(_CliqueMarket):
+    """:class:`_CliqueMarket` that also bounds every market without one app
+    (``Solver.DUALS``, see the module docstring).
+
+    When the PF solve itself needs HiGHS's MILP (its LP keeps a gap that no clique cut
+    closes: the benchmark's tail), the ``-i`` solves skip the LP branch and bound after their
+    root (``_TAIL_NODES``): on those markets it almost never finishes within its node limit
+    and cost a third of the time before the MILP ran anyway (full-grid instances 26000, 26031,
+    26037: each PF needed the MILP, and 32-42 of their ``-i`` solves did; on 6 instances
+    whose PF did not, 0-4 did).
+    """
+
+    def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
+        super().__init__(apps, members, clock)
+        self.solves = 0
+
+    def solve_or_defer(
+        self,
+        excluded: frozenset[int] = frozenset(),
+        hint: Mapping[int, int] | None = None,
+        required: frozenset[int] = frozenset(),
+        gap: float = _EXACT_GAP,
+        improve: Callable[[Mapping[int, int]], dict[int, int]] | None = None,
+    ) -> dict[int, int] | Callable[[], dict[int, int]]:
+        found = super().solve_or_defer(excluded, hint, required, gap, improve)
+        self.solves += 1
+        if self.solves == 1 and self.milp_solves:
+            self.node_limit = _TAIL_NODES
+        return found
+
+    def lagrangian_bounds(self, market: list[int], required: frozenset[int]) -> dict[int, float]:
+        """``L_i`` (module docstring) for each i of ``market`` (the apps of this component
+        with finite ρ at the PF; the others sit on their empty row and count in neither side).
+
+        Solves the LP once more (cuts separated, no branching) with the empty rows of
+        ``required`` fixed to 0 and every app outside ``market`` on its empty row, and prices
+        the packing rows with its duals (clamped to <= 0: the bound holds for any such y).
+        """
+        outside = frozenset(self.members) - frozenset(market)
+        zeroed = self._zeroed(outside, required)
+        self._bounds(self.h, zeroed - self.zeroed, 0.0, 0.0)
+        self._bounds(self.h, self.zeroed - zeroed, 0.0, 1.0)
+        self.zeroed = zeroed
+        h = self.h
+        for _ in range(self.cut_rounds + 1):
+            h.run()
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                return {}
+            if not self._separate(np.asarray(h.getSolution().col_value)):
+                break
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return {}
+        n_apps = len(self.members)
+        row_dual = np.asarray(h.getSolution().row_dual)
+        y = np.minimum(row_dual[n_apps:], 0.0)
+        lp = h.getLp()
+        start = np.asarray(lp.a_matrix_.start_)
+        index = np.asarray(lp.a_matrix_.index_)
+        value = np.asarray(lp.a_matrix_.value_)
+        # Prices of rows: 0 on the app rows (they are not relaxed).
+        price = np.concatenate([np.zeros(n_apps), y])
+        per_entry = price[index] * value
+        col_of = np.repeat(np.arange(lp.num_col_), np.diff(start))
+        paid = np.bincount(col_of, weights=per_entry, minlength=lp.num_col_)
+        reduced = np.asarray(lp.col_cost_) - paid
+        constant = float(y @ np.asarray(lp.row_upper_)[n_apps:])
+        mins: dict[int, float] = {}
+        for col, (a, _) in enumerate(zip(self.col_app, self.col_row, strict=True)):
+            if col not in zeroed:
+                r = float(reduced[col])
+                if r < mins.get(a, math.inf):
+                    mins[a] = r
+        total = sum(mins[a] for a in market)
+        return {i: total - mins[i] + constant for i in market}
+
+
+def _certified(
+    apps: list[_App],
+    bounds: Mapping[int, float],
+    i: int,
+    kept: Mapping[int, int],
+    gap: float,
+) -> bool:
+    """Whether the market without i provably cannot beat ``kept`` by more than ``gap``."""
+    bound = bounds.get(i)
+    return bound is not None and bound >= _cost(apps, kept) - gap
+
+
+def _serve_first(apps: list[_App], members: list[int]) -> dict[int, int]:
+    """A feasible allocation that tries to serve every app: apps with the largest smallest row
+    first, each taking its smallest row still free (the cheapest among equals). The PF starts
+    from it, after local moves (module docstring)."""
+    used: set[int] = set()
+    choice: dict[int, int] = {}
+
+    def smallest(a: int) -> int:
+        return min((len(gpus) for gpus, _ in apps[a].rows[1:]), default=0)
+
+    for a in sorted(members, key=lambda a: (-smallest(a), len(apps[a].rows), a)):
+        rows = apps[a].rows
+        ranked = sorted(range(1, len(rows)), key=lambda r: (len(rows[r][0]), rows[r][1], r))
+        choice[a] = next((r for r in ranked if used.isdisjoint(rows[r][0])), 0)
+        used |= rows[choice[a]][0]
+    return choice
