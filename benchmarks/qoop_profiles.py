@@ -40,7 +40,14 @@ boundaries medium, > 20 % high):
   (:func:`qoop_planner.sqlplan.enumerate_plan_space`: join trees times physical profiles,
   plans best at some share of a 2-512-vcore grid plus Pseudocode 2's >2x rule, at most 8) or,
   for comparison, the 8 cheapest join orders (``topk``). Queries with one plan are skipped, and
-  so are queries whose plan would run longer than ``--max-query-h`` hours at the mean share.
+  so are queries whose plan would run longer than ``--max-query-h`` hours at the mean share; of
+  the rest, the ``--paper-queries`` (50) with the most plans are kept (T:634, footnote 2: "the
+  first 50 TPC-DS queries that gave the most number of QEP alternatives").
+* **Time scale** (``--mean-jct-s``, 500): the cost model's task durations are multiplied by the
+  factor that makes the mean estimate of the kept queries at the cluster profile's mean share
+  500 s, the paper's "average completion time per job is around 500s" in that cluster (T:392).
+  Without it (``--mean-jct-s 0``) the median query took ~70 s and a spot-market query ~21 s,
+  shorter than the profiles' minute-scale changes (the diagnosis below).
 * **Runs**: for every query, profile and class, ``R`` windows drawn at random (seeded; 10, or 3
   with ``--quick``); the query starts at the window start and the profile is replayed from
   there (past the window's end if the query outlives it). Planners:
@@ -62,7 +69,10 @@ boundaries medium, > 20 % high):
 Reported per profile and class: the median over runs of JCT_baseline / JCT_qoop against each
 baseline (``vs_best_static``, ``vs_clarinet``, ``vs_volcano``) with the share of runs QOOP makes
 strictly faster or slower, the same per query (mean JCT over its R windows, as the paper),
-switches per run and each run's largest backtrack depth. The cache itself is audited
+switches per run and each run's largest backtrack depth, and a ``diagnosis``
+(:mod:`qoop_diagnosis`): the share changes inside each QOOP run, their size, and the gain a
+switch offers at each (the running plan's estimate over the best plan's, progress counted).
+Each profile is checked against Fig. 2.3b (``lifetime_events_500s``). The cache itself is audited
 (``cache_audit``: spreads between plans, and the most a switch could gain between two shares)
 and A/B-tested in simulation at each profile's p5 and p95 shares (``static_ab``: every plan of
 every query; which is best at each share and what staying on it costs at the other).
@@ -91,13 +101,23 @@ from arbiter.shares import Resources as ClusterResources
 from arbiter.shares import fair_share
 from arbiter.tables import format_table
 from qoop_planner.cost import TableStats
-from qoop_planner.diverse import switch_gain
 from qoop_planner.model import Plan, Progress, Share
 from qoop_planner.packing import advance, estimate
 from qoop_planner.physical import PROFILES
 from qoop_planner.replan import decide
 from qoop_planner.sqlplan import enumerate_plan_space, enumerate_plans
 from qoop_planner.tpc import load_tpc
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from qoop_diagnosis import (
+    cache_audit,
+    change_on_offer,
+    diagnose,
+    lifetime_events,
+    profile_ab,
+    scale_plans,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WINDOW_S = 600.0
@@ -289,9 +309,11 @@ def replay(
     switches = 0
     depths: list[int] = []
     first = True
+    changes: list[tuple[float, float]] = []  # (relative share change, gain on offer)
     while True:
         share = shares[i]
         if planner == "qoop" and not first:
+            changes.append(change_on_offer(plans, plan, progress, shares[i - 1], share))
             d = decide(plans, progress, share, hysteresis=hysteresis, current_plan_id=plan.plan_id)
             if d.switch:
                 switches += 1
@@ -309,7 +331,13 @@ def replay(
         progress = advance(plan, progress, share, t_next - t, keep_in_flight=True)
         t = t_next
         i += 1
-    return {"jct_s": jct, "const_s": const, "switches": switches, "depths": depths}
+    return {
+        "jct_s": jct,
+        "const_s": const,
+        "switches": switches,
+        "depths": depths,
+        "changes": changes,
+    }
 
 
 def run_window(
@@ -351,84 +379,6 @@ def _summary(pairs: list[tuple[float, float]]) -> dict:
 
 
 BASELINES = ("best_static", "clarinet", "volcano")
-
-
-def cache_audit(queries: dict[int, list[Plan]], mb_per_vcore: float) -> dict:
-    """What a cache offers (the audit's measures): plan-to-plan spreads at a few shares, and
-    the most a switch could gain between two shares (the estimate at b of the plan best at a
-    over the best at b), medians over the queries."""
-    out: dict = {"queries": len(queries)}
-    sh = {v: Share(v, v * mb_per_vcore) for v in (4, 13, 16, 24, 32, 67, 160, 640)}
-    for v in (16, 24, 160):
-        ratios_worst, ratios_second = [], []
-        for plans in queries.values():
-            est = sorted(estimate(p, Progress(), sh[v]).finish_s for p in plans)
-            if math.isfinite(est[0]) and est[0] > 0 and math.isfinite(est[-1]):
-                ratios_worst.append(est[-1] / est[0])
-                ratios_second.append(est[1] / est[0])
-        out[f"at_{v}_vcores"] = {
-            "median_worst_over_best": statistics.median(ratios_worst) if ratios_worst else None,
-            "median_second_over_best": statistics.median(ratios_second) if ratios_second else None,
-            "queries_second_within_15pct": sum(r <= 1.15 for r in ratios_second),
-        }
-    for a, b in ((16, 32), (13, 67), (4, 640), (16, 160)):
-        for x, y in ((a, b), (b, a)):
-            g = [switch_gain(plans, sh[x], sh[y]) for plans in queries.values()]
-            g = [v for v in g if math.isfinite(v)]
-            out[f"switch_gain_{x}_to_{y}"] = {
-                "median": statistics.median(g) if g else None,
-                "p90": sorted(g)[int(0.9 * (len(g) - 1))] if g else None,
-            }
-    out["queries_with_bushy_plan"] = sum(
-        any(_plan_is_bushy(p) for p in plans) for plans in queries.values()
-    )
-    out["physical_profiles"] = dict(
-        Counter(p.physical or "default" for plans in queries.values() for p in plans)
-    )
-    return out
-
-
-def profile_ab(queries: dict[int, list[Plan]], lo: Share, hi: Share) -> dict:
-    """The static A/B of the cache in simulation: every plan of every query estimated from
-    scratch at a low and a high share of a profile (its p5 and p95); which plan is best at
-    each, and what running the plan best at one share costs at the other."""
-    per_query = {}
-    for n, plans in queries.items():
-        est = {
-            p.plan_id: (estimate(p, Progress(), lo).finish_s, estimate(p, Progress(), hi).finish_s)
-            for p in plans
-        }
-        b_lo = min(est, key=lambda pid: (est[pid][0], pid))
-        b_hi = min(est, key=lambda pid: (est[pid][1], pid))
-        phys = {p.plan_id: p.physical for p in plans}
-        per_query[str(n)] = {
-            "best_at_low": f"{b_lo} ({phys[b_lo]})",
-            "best_at_high": f"{b_hi} ({phys[b_hi]})",
-            "low_plan_at_high_over_best": est[b_lo][1] / est[b_hi][1],
-            "high_plan_at_low_over_best": est[b_hi][0] / est[b_lo][0],
-            "estimates_s": {pid: [round(a, 2), round(b, 2)] for pid, (a, b) in est.items()},
-        }
-    changes = [q for q in per_query.values() if q["best_at_low"] != q["best_at_high"]]
-    up = sorted(q["low_plan_at_high_over_best"] for q in per_query.values())
-    down = sorted(q["high_plan_at_low_over_best"] for q in per_query.values())
-    return {
-        "low_vcores": lo.vcores,
-        "high_vcores": hi.vcores,
-        "queries": len(per_query),
-        "queries_best_plan_changes": len(changes),
-        "median_low_plan_at_high_over_best": statistics.median(up) if up else None,
-        "median_high_plan_at_low_over_best": statistics.median(down) if down else None,
-        "queries_gain_over_hysteresis": sum(
-            max(q["low_plan_at_high_over_best"], q["high_plan_at_low_over_best"]) > 1 / 0.85
-            for q in per_query.values()
-        ),
-        "per_query": per_query,
-    }
-
-
-def _plan_is_bushy(plan: Plan) -> bool:
-    kinds = {s.stage_id: s.kind for s in plan.stages}
-    return any(s.kind == "join" and all(kinds[i] == "join" for i in s.inputs) for s in plan.stages)
 
 
 def run_profile(
@@ -527,6 +477,7 @@ def run_profile(
             }
         )
         # the keys the brief asks for at the top of each class
+        pc["diagnosis"] = diagnose(rs, hysteresis)
         pc["median_speedup"] = pc["vs_best_static"]["median_speedup"]
         pc["share_faster"] = pc["vs_best_static"]["share_faster"]
         per_class[c] = pc
@@ -567,6 +518,32 @@ def print_profile(name: str, per_class: dict[str, dict], paper: dict) -> None:
     )  # fmt: skip
 
 
+def print_diagnosis(name: str, per_class: dict[str, dict]) -> None:
+    rows = []
+    for c in CLASSES:
+        d = per_class[c]["diagnosis"]
+        cp, cf, g = d["changes_per_run"], d["change_factor"], d["gain_on_offer"]
+        rows.append(
+            [
+                c,
+                _f2(d["median_jct_s"], ".0f"),
+                f"{_f2(cp['mean'], '.1f')} / {_f2(cp['runs_with_none'], '.0%')}",
+                f"{_f2(cf['median'], '.3f')} / {_f2(cf['p90'], '.3f')} / {_f2(cf['max'], '.2f')}",
+                f"{_f2(cf['share_at_least_2x'], '.1%')}",
+                f"{_f2(g['median'], '.3f')} / {_f2(g['p90'], '.3f')} / {_f2(g['max'], '.2f')}",
+                f"{g['changes_over_hysteresis']} / {g['changes']}",
+            ]
+        )
+    print(f"diagnosis: {name}")
+    print(
+        format_table(
+            ["class", "median JCT s", "changes/run / runs with none", "change x med/p90/max",
+             ">= 2x", "gain on offer med/p90/max", "changes over hysteresis"],
+            rows,
+        )
+    )  # fmt: skip
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="3 windows per query and class")
@@ -582,6 +559,25 @@ def main(argv=None) -> int:
         choices=("space", "topk"),
         default="space",
         help="plan cache: the diverse plan space (default) or the k cheapest join orders",
+    )
+    ap.add_argument(
+        "--mean-jct-s",
+        type=float,
+        default=500.0,
+        help="scale task durations so that the mean query takes this long at the cluster's "
+        "mean share (default 500, T:392; 0: the cost model's durations)",
+    )
+    ap.add_argument(
+        "--calibrate",
+        choices=("mean", "median"),
+        default="mean",
+        help="the statistic --mean-jct-s sets (default mean: the paper's 'average')",
+    )
+    ap.add_argument(
+        "--paper-queries",
+        type=int,
+        default=50,
+        help="keep the N queries with the most plans (default 50, T:634; 0: all eligible)",
     )
     ap.add_argument("--max-queries", type=int, default=0, help="first N eligible queries (0: all)")
     ap.add_argument("--seed", type=int, default=0)
@@ -607,12 +603,20 @@ def main(argv=None) -> int:
             "mean_share_vcores": statistics.fmean(v),
             "p5_p50_p95_share_vcores": [v[len(v) // 20], v[len(v) // 2], v[19 * len(v) // 20]],
             "volatility_events_per_4h": volatility_events(t, s, args.hours + tail_h),
+            # Fig. 2.3b's statistic (T:392-394): jobs of 500 s seeing >= 1 / >= 4 events
+            "lifetime_events_500s": lifetime_events(
+                t, [x.vcores for x in s], 500.0, args.hours, args.seed
+            ),
             "windows": {c: len(windows[k][c]) for c in CLASSES},
         }
         print(
             f"profile {k}: {len(t)} changes, share p5/p50/p95 "
             f"{profile_doc[k]['p5_p50_p95_share_vcores']} vcores, windows low/medium/high "
-            + "/".join(str(len(windows[k][c])) for c in CLASSES),
+            + "/".join(str(len(windows[k][c])) for c in CLASSES)
+            + "; 500 s jobs with >= 1 / >= 4 events of 10 %: "
+            + "{at_least_1:.0%} / {at_least_4:.0%} (paper's cluster: 78 % / 20 %, T:394)".format(
+                **profile_doc[k]["lifetime_events_500s"]["10%"]
+            ),
             file=sys.stderr,
         )
 
@@ -621,19 +625,41 @@ def main(argv=None) -> int:
     _, cluster_shares = profiles["cluster"]
     mean_share = statistics.fmean(s.vcores for s in cluster_shares)
     typical = Share(mean_share, mean_share * args.mb_per_vcore)
+    # the time scale (T:392: the shared cluster's TPC-DS jobs take "around 500s" on average):
+    # every task's duration times the factor that makes the ``--calibrate`` statistic (mean,
+    # the paper's word) of the replayed queries' estimate at the cluster's mean share
+    # ``--mean-jct-s`` (0: the cost model's own durations)
     queries: dict[int, list[Plan]] = {}
     skipped: dict[str, list[int]] = {"single_plan": [], "too_long": []}
+    base: dict[int, float] = {}
     for n, plans in sorted(all_plans.items()):
         if len(plans) < 2:
             skipped["single_plan"].append(n)
             continue
         p0 = decide(plans, Progress(), typical, current_plan_id=None).plan
-        if estimate(p0, Progress(), typical).finish_s > args.max_query_h * 3600:
+        base[n] = estimate(p0, Progress(), typical).finish_s
+        if base[n] > args.max_query_h * 3600:
             skipped["too_long"].append(n)
             continue
         queries[n] = plans
+    # T:634 (footnote 2): "the first 50 TPC-DS queries that gave the most number of QEP
+    # alternatives": the --paper-queries with the most cached plans (ties: lower number first)
+    if args.paper_queries:
+        keep = sorted(queries, key=lambda n: (-len(queries[n]), n))[: args.paper_queries]
+        skipped["fewer_alternatives"] = sorted(set(queries) - set(keep))
+        queries = {n: queries[n] for n in sorted(keep)}
     if args.max_queries:
         queries = dict(list(queries.items())[: args.max_queries])
+    stat = statistics.fmean if args.calibrate == "mean" else statistics.median
+    base_stat = stat([base[n] for n in queries])
+    time_scale = args.mean_jct_s / base_stat if args.mean_jct_s > 0 else 1.0
+    if time_scale != 1.0:
+        queries = {n: scale_plans(p, time_scale) for n, p in queries.items()}
+    print(
+        f"time scale x{time_scale:.2f} (model's {args.calibrate} {base_stat:.0f} s at "
+        f"{mean_share:.1f} vcores -> {base_stat * time_scale:.0f} s)",
+        file=sys.stderr,
+    )
     enum_s = time.perf_counter() - t0
     print(
         f"{len(queries)} TPC-DS queries with >= 2 plans at sf={args.sf:g} ({args.cache}, "
@@ -661,6 +687,8 @@ def main(argv=None) -> int:
         results[k] = run_profile(k, queries, t, s, windows[k], runs, args.hysteresis, args.seed + 1)
     print_profile("shared cluster (1-over-n of 600 vcores)", results["cluster"], PAPER_CLUSTER)
     print_profile("spot market (2-20 i3.2xlarge)", results["spot"], PAPER_SPOT)
+    print_diagnosis("shared cluster", results["cluster"])
+    print_diagnosis("spot market", results["spot"])
     print(
         "speedup = JCT_baseline / JCT_qoop (median over runs), % = share of runs QOOP makes "
         "strictly faster; best static = the fastest cached plan run unchanged in that window "
@@ -673,6 +701,16 @@ def main(argv=None) -> int:
             f"{key[12:]} {_f2(v['median'], '.3f')}"
             for key, v in a.items()
             if key.startswith("switch_gain_")
+        )
+    )
+
+    print(
+        "cache: share of a plan's work in stages with at least as many tasks as the share has "
+        "vcores (median): "
+        + ", ".join(
+            f"{key.split('_')[-2]} vcores {_f2(v['median'], '.0%')}"
+            for key, v in a.items()
+            if key.startswith("work_in_stages_wider_than_")
         )
     )
 
@@ -698,6 +736,11 @@ def main(argv=None) -> int:
             "max_plans": 8,
             "physical_profiles": [p.name for p in PROFILES],
             "max_query_h": args.max_query_h,
+            "paper_queries": args.paper_queries,
+            "mean_jct_s_target": args.mean_jct_s,
+            "time_scale": time_scale,
+            "calibrate": args.calibrate,
+            "model_jct_s_at_mean_share": base_stat,
             "seed": args.seed,
             "spot": {
                 "instance_vcores": SPOT_VCORES,

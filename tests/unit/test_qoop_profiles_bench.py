@@ -107,3 +107,50 @@ def test_positive_control_qoop_beats_every_static_plan(bench):
     assert q["switches"] == 1 and q["depths"] == [0]  # the first join's checkpoint is reused
     assert q["jct_s"] < best["jct_s"] < r["clarinet"]["jct_s"]
     assert best["jct_s"] / q["jct_s"] > 1.1
+
+
+def test_diagnosis_sees_the_change_and_the_gain_on_offer(bench):
+    """The positive control through the diagnosis: one change inside the run, 8x, and on offer
+    at that moment the gain that makes QOOP switch (above 1 / (1 - h))."""
+    import qoop_diagnosis as diag
+
+    narrow, wide = _control_plan("narrow", 8, 50.0), _control_plan("wide", 64, 10.0)
+    low, high = Share(8, 8 * 4096), Share(64, 64 * 4096)
+    r = bench.run_window([narrow, wide], [0.0, 75.0], [low, high], 0.0, 0.15)
+    ((factor, gain),) = r["qoop"]["changes"]
+    assert factor == pytest.approx(8.0)
+    assert gain > 1 / 0.85
+    d = diag.diagnose([r], 0.15)
+    assert d["changes_per_run"]["mean"] == 1 and d["changes_per_run"]["runs_with_none"] == 0
+    assert d["change_factor"]["share_at_least_2x"] == 1.0
+    assert d["gain_on_offer"]["changes_over_hysteresis"] == 1
+    # no change inside the run: nothing on offer
+    r0 = bench.run_window([narrow, wide], [0.0], [low], 0.0, 0.15)
+    assert diag.diagnose([r0], 0.15)["changes_per_run"]["runs_with_none"] == 1.0
+
+
+def test_time_scale_multiplies_every_estimate(bench):
+    import qoop_diagnosis as diag
+
+    plans = [_control_plan("narrow", 8, 50.0), _control_plan("wide", 64, 10.0)]
+    scaled = diag.scale_plans(plans, 2.5)
+    share = Share(16, 16 * 4096)
+    for p, s in zip(plans, scaled, strict=True):
+        assert s.total_cost == pytest.approx(2.5 * p.total_cost)
+        assert estimate(s, Progress(), share).finish_s == pytest.approx(
+            2.5 * estimate(p, Progress(), share).finish_s
+        )
+    with pytest.raises(ValueError, match="time scale"):
+        diag.scale_plans(plans, 0)
+
+
+def test_lifetime_events_count_moves_from_the_last_event(bench):
+    import qoop_diagnosis as diag
+
+    times = [0.0, 10.0, 20.0, 30.0, 40.0]
+    vcores = [100.0, 105.0, 111.0, 99.0, 130.0]  # +5 %, +11 % (event), -11 % (event), +31 %
+    assert diag.volatility_events(times, vcores, 0.0, 35.0, 0.10) == 2
+    assert diag.volatility_events(times, vcores, 0.0, 50.0, 0.10) == 3
+    assert diag.volatility_events(times, vcores, 0.0, 50.0, 0.20) == 1
+    ev = diag.lifetime_events(times, vcores, 5.0, 40 / 3600, seed=1)
+    assert 0 <= ev["10%"]["at_least_4"] <= ev["10%"]["at_least_1"] <= 1
