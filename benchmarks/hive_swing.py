@@ -89,8 +89,7 @@ def qoop_cache(
         # explain plans under a fresh query id each call: key by the plan's number ("<id>/p<k>")
         est = {
             label: {
-                e.plan.plan_id.rsplit("/", 1)[-1]: e
-                for e in runner.explain(sql, share=as_share(v))
+                e.plan.plan_id.rsplit("/", 1)[-1]: e for e in runner.explain(sql, share=as_share(v))
             }
             for label, v in (("low", args.low), ("high", args.high))
         }

@@ -59,8 +59,11 @@ def test_share_caps_cpu_then_lifts_and_group_is_removed(
         assert enf.throttled_s() > 0
         enf.release_share("q")
         assert (enf.group / "cpu.cfs_quota_us").read_text().strip() == "-1"
-        free = _cpu_over(spinner.pid, 1.0)
-        assert free > capped + 0.1, f"lifted: {free:.2f} cores vs capped {capped:.2f}"
+        # lifted: the kernel throttles the group no more (its own count, not a wall-clock
+        # share of a loaded machine's CPU)
+        held = enf.throttled_s()
+        _cpu_over(spinner.pid, 0.5)
+        assert enf.throttled_s() == held
         assert [c for _, c in enf.applied] == [0.1, None]
     finally:
         enf.close()
