@@ -12,7 +12,9 @@ channels are paced (:mod:`syndicate.dataplane.pacing`). The comm-ops named in ``
 the input pipeline's (data-prep): as a real loader would, the app submits iteration k+1's at the
 start of iteration k (and iteration 0's first), whatever the plan, so a plan that prefetches
 them (δ = +1, Gap 4.3, T:1771) finds them submitted; the batch after the last iteration is
-submitted too and, if the last plan prefetched it, checked.
+submitted too and, if the last plan prefetched it, checked. With ``data_wait`` the app waits for
+iteration k's batch before its compute (a forward pass needs its input): a plan must then issue
+the data ops first, and prefetching them takes their time off the iteration.
 
 Control messages are JSON lines: ``prepare {version, plan, sha256}`` -> ``vote {version, yes,
 iter}``; ``commit {version, activate_at}``; ``abort {version}``; ``status`` -> ``{iter}``;
@@ -53,6 +55,7 @@ class RankConfig:
     floats: bool = False
     rates: Mapping[str, float] | None = None  # channel -> bytes/s (None: loopback speed)
     prefetch: tuple[str, ...] = ()  # input-pipeline ops submitted one iteration ahead
+    data_wait: bool = False  # the compute of iteration k needs its batch (the prefetch ops' result)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prefetch", tuple(self.prefetch))
@@ -89,6 +92,10 @@ def _control(enf: Enforcer, mesh: Mesh, listener: socket.socket, done: threading
             conn, _ = listener.accept()
         except TimeoutError:
             continue
+        except OSError:  # the listener closed under us at shutdown
+            if done.is_set():
+                return
+            raise
         with conn, conn.makefile("rw") as f:
             for line in f:
                 msg = json.loads(line)
@@ -194,6 +201,9 @@ def run_rank(rank: int, ports: Sequence[int], ctl_port: int, cfg_dict: dict, out
             for j in [k, k + 1] if k == 0 else [k + 1]:  # the input pipeline runs ahead
                 for op in early:
                     futures[(j, op.name)] = enf.submit(j, op.name, inputs_of(cfg, op, j, rank))
+            if cfg.data_wait:  # e.g. the embedding lookup needs the batch
+                for op in early:
+                    check(k, op)
             order = [op for op in cfg.ops if op.name not in cfg.prefetch]
             if cfg.permute and not plan.fifo:
                 rng.shuffle(order)
@@ -201,7 +211,8 @@ def run_rank(rank: int, ports: Sequence[int], ctl_port: int, cfg_dict: dict, out
                 time.sleep(cfg.compute_s / max(1, len(order)) + rng.uniform(0, cfg.jitter_s))
                 futures[(k, op.name)] = enf.submit(k, op.name, inputs_of(cfg, op, k, rank))
             for op in cfg.ops:
-                check(k, op)
+                if not (cfg.data_wait and op.name in cfg.prefetch):  # checked above
+                    check(k, op)
             report["iter_s"].append(time.perf_counter() - t0)
         for op in early:  # the batch after the last: issued iff the last plan prefetched it
             if op.name in plan.prefetch:

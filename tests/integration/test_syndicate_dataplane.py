@@ -300,10 +300,12 @@ def _expected_logs(plans: list[InstalledPlan]) -> list[list[str]]:
     return logs
 
 
-def _run_with_switches(plans: list[InstalledPlan], seed: int, iterations: int = 40) -> tuple:
+def _run_with_switches(
+    plans: list[InstalledPlan], seed: int, iterations: int = 40, data_wait: bool = False
+) -> tuple:
     cfg = RankConfig(
         OPS_DP, iterations=iterations, compute_s=0.02, jitter_s=0.01, permute=True, seed=seed,
-        prefetch=(DATA.name,),
+        prefetch=(DATA.name,), data_wait=data_wait,
     )  # fmt: skip
     starts = []
     with _job(cfg) as (ctl, out):
@@ -322,9 +324,10 @@ def _run_with_switches(plans: list[InstalledPlan], seed: int, iterations: int = 
 def test_a_prefetching_plan_issues_the_next_batch_identically_on_every_rank() -> None:
     """After the switch (a FIFO prologue of the data op, then the plan's sequence) every
     iteration issues the next batch's data-prep at its places (``@+1``), identically on every
-    rank despite shuffled submissions, and every result equals the reference."""
+    rank despite shuffled submissions, and every result equals the reference. The app computes
+    only once it has its batch (``data_wait``): the prefetched batch is there in time."""
     pf = _dp_plan(1, prefetch=True)
-    cfg, (a,), reports = _run_with_switches([pf], seed=21, iterations=30)
+    cfg, (a,), reports = _run_with_switches([pf], seed=21, iterations=30, data_wait=True)
     versions = _same_everywhere(reports, "versions")
     assert versions == [(k, FIFO_VERSION if k < a else 1) for k in range(cfg.iterations)]
     plans = [fifo_plan(OPS_DP) if k < a else pf for k in range(cfg.iterations)]
