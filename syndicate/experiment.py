@@ -73,10 +73,13 @@ def simulate_plan(
     result: PlanResult,
     *,
     iterations: int = 6,
+    skew: float = 0.0,
+    skew_seed: int = 0,
 ) -> SimResult:
     """Replay ``result`` on the network for ``iterations`` iterations: the enforcer modes issue
     :func:`periodic_order`, the others run their runtime policy. The simulator's period then
-    leaves out the first iteration (warm-up)."""
+    leaves out the first iteration (warm-up). ``skew`` > 0 gives every GPU its own compute
+    stream with seeded slowdowns (:func:`syndicate.flowsim.simulate`)."""
     cfg = MODES[result.mode]
     graph = unroll(dag, result.plan, cost, prefetch=result.prefetch, iterations=iterations)
     motifs: dict[str, Motif] = {}
@@ -97,6 +100,8 @@ def simulate_plan(
         streams=cfg.streams,
         order=order,
         priority=prio,
+        skew=skew,
+        skew_seed=skew_seed,
     )
 
 

@@ -11,9 +11,13 @@ arriving on it per GPU behind it. A motif ends when its last flow ends, plus its
 λ + rounds x α of its slowest path (the rounds of a ring are pipelined into one flow per
 neighbour pair, their latency kept).
 
-Compute: the job is SPMD and a motif's completion is global, so the GPUs' compute streams run
-the same tasks at the same times; one stream, in program order, stands for all of them
-(per-rank skew is not modelled).
+Compute: the job is SPMD and a motif's completion is global. Without skew (the default, and
+the calibrated ranking's setting) the GPUs' compute streams run the same tasks at the same
+times, so one stream, in program order, stands for all of them. With ``skew`` > 0 every GPU has
+its own compute stream in program order, each of its tasks slowed by a seeded factor
+1 + skew·U(0, 1) drawn per (GPU, task) from ``default_rng([skew_seed, gpu])``; a compute task
+is done when its last GPU is done, so a straggler delays the collectives after it (and a
+rank's next task waits only for its own previous one and for the collectives it consumes).
 
 Comm dispatch, per stream (one per channel, or one for all, as in the optimizer):
 
@@ -207,11 +211,16 @@ def simulate(
     streams: str = "channel",
     order: Sequence[str] = (),
     priority: Mapping[str, int] | None = None,
+    skew: float = 0.0,
+    skew_seed: int = 0,
 ) -> SimResult:
     """Run ``graph`` (compute durations from its nodes, motif durations from the network) with
-    ``motifs`` mapping each comm node id to its motif; see the module docstring."""
+    ``motifs`` mapping each comm node id to its motif; see the module docstring (``skew``:
+    per-GPU compute streams with seeded slowdowns; 0 is the single SPMD stream)."""
     if dispatch not in ("order", "fifo", "lifo", "priority"):
         raise ValueError(f"unknown dispatch {dispatch!r}")
+    if not (skew >= 0 and math.isfinite(skew)):
+        raise ValueError(f"skew must be a finite number >= 0, got {skew}")
     by_id = {n.id: n for n in graph.nodes}
     comm_ids = [n.id for n in graph.nodes if n.comm]
     if dispatch == "order" and sorted(order) != sorted(comm_ids):
@@ -231,8 +240,16 @@ def simulate(
     issued: set[str] = set()
     ptr_issue = 0
     comps = graph.computes
-    ptr = 0
-    comp_busy = False
+    n_streams = topo.n_ranks if skew > 0 else 1
+    slow = np.ones((n_streams, len(comps)))
+    if skew > 0:
+        for r in range(n_streams):
+            slow[r] = 1.0 + skew * np.random.default_rng([skew_seed, r]).random(len(comps))
+    ptrs = [0] * n_streams
+    comp_busy = [False] * n_streams
+    done_on: dict[str, int] = {}  # compute id -> GPUs done with it
+    rank_done: list[set[str]] = [set() for _ in range(n_streams)]
+    rank_of: dict[int, int] = {}  # timer tick -> the GPU of that compute task
     timers: list[tuple[float, int, str]] = []
     tick = 0
     t = 0.0
@@ -266,15 +283,26 @@ def simulate(
             tick += 1
             heapq.heappush(timers, (t + fs.latency, tick, mid))
 
+    def ready_on(r: int, nid: str) -> bool:
+        if n_streams == 1:
+            return ready(nid)
+        return all(
+            (p in finish) if by_id[p].comm else (p in rank_done[r]) for p in by_id[nid].parents
+        )
+
     def dispatch_all() -> None:
-        nonlocal ptr, comp_busy, tick, ptr_issue
-        if not comp_busy and ptr < len(comps) and ready(comps[ptr].id):
-            c = comps[ptr]
-            start[c.id] = t
-            comp_busy = True
-            ptr += 1
-            tick += 1
-            heapq.heappush(timers, (t + c.dur, tick, c.id))
+        nonlocal tick, ptr_issue
+        for r in range(n_streams):
+            i = ptrs[r]
+            if not comp_busy[r] and i < len(comps) and ready_on(r, comps[i].id):
+                c = comps[i]
+                start.setdefault(c.id, t)
+                comp_busy[r] = True
+                ptrs[r] += 1
+                tick += 1
+                rank_of[tick] = r
+                dur = c.dur if n_streams == 1 else c.dur * float(slow[r, i])
+                heapq.heappush(timers, (t + dur, tick, c.id))
         if dispatch == "order":
             while ptr_issue < len(order) and submitted(order[ptr_issue]):
                 mid = order[ptr_issue]
@@ -319,12 +347,17 @@ def simulate(
             tick += 1
             heapq.heappush(timers, (t + cache[mid].latency, tick, mid))
         while timers and timers[0][0] <= t + 1e-15:
-            _, _, nid = heapq.heappop(timers)
-            finish[nid] = t
+            _, tk, nid = heapq.heappop(timers)
             if by_id[nid].comm:
+                finish[nid] = t
                 busy[stream_of[nid]] = None
-            else:
-                comp_busy = False
+                continue
+            r = rank_of.pop(tk)
+            comp_busy[r] = False
+            rank_done[r].add(nid)
+            done_on[nid] = done_on.get(nid, 0) + 1
+            if done_on[nid] == n_streams:  # done on its last GPU
+                finish[nid] = t
     makespan = max(finish.values(), default=0.0)
     iters = sorted({c.iteration for c in comps})
     if len(iters) >= 2:

@@ -15,6 +15,13 @@ in-order" (FIFO, T:1674). Plans change only at iteration boundaries by two-phase
 is prepared and undecided, it asks its peers: any COMMIT commits, otherwise all abort
 (Gap 4.7b). Busy-wait time is accounted per iteration for the 5 % re-plan trigger (T:1672),
 and each motif's execution time, for the cost model's refinement (T:1494, spec §3.4).
+
+Prefetch (Gap 3.12, Gap 4.3, T:1771): the app may submit a comm-op of the next iteration
+(one extra batch, no more). A plan's δ = +1 ops are issued in iteration k's sequence for
+iteration k+1 (logged ``id@+1``), and each op is cut by the plan of the iteration that issues
+it; :func:`~syndicate.dataplane.protocol.iteration_sequence` gives the prologue when the
+previous iteration did not prefetch (the first iteration, a switch into prefetch) and skips
+what it did (a switch out, also into FIFO).
 """
 
 from __future__ import annotations
@@ -31,8 +38,16 @@ from typing import Any
 import numpy as np
 
 from syndicate.dataplane.mesh import Mesh, MeshClosed
-from syndicate.dataplane.protocol import InstalledPlan, TwoPhase, motif_key, rank_rounds
-from syndicate.motifs import CommOp, Motif
+from syndicate.dataplane.protocol import (
+    InstalledPlan,
+    TwoPhase,
+    carried,
+    issued_ids,
+    iteration_sequence,
+    motif_key,
+    rank_rounds,
+)
+from syndicate.motifs import CommOp, ExecOption, Motif
 
 __all__ = ["KEEP_ITERATIONS", "Enforcer"]
 
@@ -45,9 +60,18 @@ class _OpRun:
     op: CommOp
     buf: np.ndarray
     out: np.ndarray | None
-    motifs: list[Motif]
+    motifs: list[Motif] = field(default_factory=list)  # cut when first issued
+    opt: ExecOption | None = None  # the option of the plan that issues it
     future: Future = field(default_factory=Future)
     left: int = 0
+
+    def cut(self, plan: InstalledPlan) -> None:
+        """ENFORCEEXECPLAN under the plan of the iteration that issues it (a prefetched op
+        is submitted before the plan of its own iteration is known)."""
+        if not self.motifs:
+            self.opt = plan.options[self.op.name]
+            self.motifs = plan.motifs(self.op)
+            self.left = len(self.motifs)
 
     def result(self) -> np.ndarray:
         return self.out if self.out is not None else self.buf
@@ -114,17 +138,20 @@ class Enforcer:
                 self._cv.wait(min(left, 0.5))
 
     def submit(self, k: int, op_name: str, tensor: np.ndarray) -> Future:
-        """ENFORCEEXECPLAN: cut comm-op ``op_name`` of iteration ``k`` into its motifs."""
+        """Comm-op ``op_name`` of iteration ``k``: of a begun iteration or, for the app's
+        input pipeline, of the next one (prefetch, Gap 4.3: one extra batch at most). Its
+        motifs are cut by the plan that issues it."""
         with self._cv:
-            plan = self._iter_plan.get(k)
-            if plan is None:
-                raise RuntimeError(f"iteration {k} has not begun on rank {self.rank}")
+            if k not in self._iter_plan and k != self.current_iteration + 1:
+                raise RuntimeError(
+                    f"iteration {k} is neither begun nor next on rank {self.rank} "
+                    f"(at {self.current_iteration}; prefetch holds one extra batch)"
+                )
             op = self.ops[op_name]
             if op_name in self._submitted.get(k, {}):
                 raise ValueError(f"{op_name} submitted twice in iteration {k}")
-            motifs = plan.motifs(op)
             out = np.zeros_like(tensor) if op.kind == "AA" else None
-            run = _OpRun(k, op, np.array(tensor, copy=True), out, motifs, left=len(motifs))
+            run = _OpRun(k, op, np.array(tensor, copy=True), out)
             self._submitted.setdefault(k, {})[op_name] = run
             self._fifo.setdefault(k, []).append(op_name)
             self._cv.notify_all()
@@ -207,28 +234,36 @@ class Enforcer:
 
     def _progress(self) -> None:
         k = 0
+        prev: InstalledPlan | None = None
         try:
             while not self._stop:
                 self._wait_for(partial(self._has_plan, k))
                 plan = self._iter_plan[k]
+                done = carried(prev)  # issued in iteration k-1 (its plan's δ = +1 ops)
                 self.issue_log[k] = []
                 waited = 0.0
                 if plan.fifo:
                     for idx in range(self.n_ops):
                         self._wait_for(partial(self._fifo_has, k, idx))
                         run = self._submitted[k][self._fifo[k][idx]]
+                        if run.op.name in done:
+                            continue
+                        run.cut(plan)
                         for m in run.motifs:
-                            self._issue(run, m)
+                            self._issue(k, run, m)
                         self._wait_for(run.future.done)  # one at a time
                 else:
-                    op_of = {m.id: op for op in self.ops.values() for m in plan.motifs(op)}
-                    motif_of = {m.id: m for op in self.ops.values() for m in plan.motifs(op)}
-                    for mid in plan.order:
-                        name = op_of[mid].name
-                        waited += self._wait_for(partial(self._has_op, k, name))
-                        run = self._submitted[k][name]
-                        self._issue(run, motif_of[mid])
+                    motif_of = {
+                        (op.name, m.id): m for op in self.ops.values() for m in plan.motifs(op)
+                    }
+                    seq = iteration_sequence(plan, list(self.ops.values()), done)
+                    for (name, d, mid), logged in zip(seq, issued_ids(seq), strict=True):
+                        waited += self._wait_for(partial(self._has_op, k + d, name))
+                        run = self._submitted[k + d][name]
+                        run.cut(plan)
+                        self._issue(k, run, motif_of[(name, mid)], logged)
                 self.wait_s[k] = waited
+                prev = plan
                 k += 1
         except MeshClosed:
             return
@@ -240,10 +275,13 @@ class Enforcer:
                         if not run.future.done():
                             run.future.set_exception(exc)
 
-    def _issue(self, run: _OpRun, m: Motif) -> None:
-        self.issue_log[run.k].append(m.id)
+    def _issue(self, k: int, run: _OpRun, m: Motif, logged: str | None = None) -> None:
+        """Issue ``m`` of ``run`` in iteration ``k``'s sequence (``run.k`` is ``k + 1`` for
+        a prefetched op)."""
+        name = m.id if logged is None else logged
+        self.issue_log[k].append(name)
         if self.on_issue is not None:
-            self.on_issue(run.k, m.id)
+            self.on_issue(k, name)
         self._workers[m.channel].put((run, m))
 
     def _worker(self, channel: str, q: queue.Queue[tuple[_OpRun, Motif] | None]) -> None:
@@ -271,7 +309,8 @@ class Enforcer:
                     self._cv.notify_all()
 
     def _timed(self, run: _OpRun, m: Motif, seconds: float) -> None:
-        opt = self._iter_plan[run.k].options[run.op.name]
+        opt = run.opt
+        assert opt is not None
         with self._cv:
             self.motif_s.setdefault(run.k, {})[motif_key(run.op.name, opt, m.id)] = seconds
             for old in [k for k in self.motif_s if k < run.k - KEEP_ITERATIONS]:

@@ -8,7 +8,13 @@ order (or, with ``permute``, in a rank-specific shuffled order once a plan is in
 enforcer must still issue identically), checks every result against the reference collective
 computed from all ranks' seeded inputs (integers exact, floats within 1e-6), and reports its
 issue log, its plan version per iteration and the busy-wait per iteration. With ``rates`` its
-channels are paced (:mod:`syndicate.dataplane.pacing`).
+channels are paced (:mod:`syndicate.dataplane.pacing`). The comm-ops named in ``prefetch`` are
+the input pipeline's (data-prep): as a real loader would, the app submits iteration k+1's at the
+start of iteration k (and iteration 0's first), whatever the plan, so a plan that prefetches
+them (δ = +1, Gap 4.3, T:1771) finds them submitted; the batch after the last iteration is
+submitted too and, if the last plan prefetched it, checked. With ``data_wait`` the app waits for
+iteration k's batch before its compute (a forward pass needs its input): a plan must then issue
+the data ops first, and prefetching them takes their time off the iteration.
 
 Control messages are JSON lines: ``prepare {version, plan, sha256}`` -> ``vote {version, yes,
 iter}``; ``commit {version, activate_at}``; ``abort {version}``; ``status`` -> ``{iter}``;
@@ -24,6 +30,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -47,6 +54,14 @@ class RankConfig:
     seed: int = 0
     floats: bool = False
     rates: Mapping[str, float] | None = None  # channel -> bytes/s (None: loopback speed)
+    prefetch: tuple[str, ...] = ()  # input-pipeline ops submitted one iteration ahead
+    data_wait: bool = False  # the compute of iteration k needs its batch (the prefetch ops' result)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefetch", tuple(self.prefetch))
+        unknown = set(self.prefetch) - {op.name for op in self.ops}
+        if unknown:
+            raise ValueError(f"prefetch names {sorted(unknown)}: not comm-ops of the job")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -77,6 +92,10 @@ def _control(enf: Enforcer, mesh: Mesh, listener: socket.socket, done: threading
             conn, _ = listener.accept()
         except TimeoutError:
             continue
+        except OSError:  # the listener closed under us at shutdown
+            if done.is_set():
+                return
+            raise
         with conn, conn.makefile("rw") as f:
             for line in f:
                 msg = json.loads(line)
@@ -161,29 +180,43 @@ def run_rank(rank: int, ports: Sequence[int], ctl_port: int, cfg_dict: dict, out
     ctl.start()
     rng = random.Random(cfg.seed * 1000 + rank)
     report: dict[str, Any] = {"rank": rank, "ok": True, "errors": [], "iter_s": []}
+    early = [op for op in cfg.ops if op.name in cfg.prefetch]
+    futures: dict[tuple[int, str], Future] = {}
+
+    def check(k: int, op: CommOp) -> None:
+        got = futures.pop((k, op.name)).result(timeout=120)
+        want = reference(op, [inputs_of(cfg, op, k, r) for r in range(n)])[rank]
+        same = (
+            np.allclose(got, want, rtol=0, atol=1e-6) if cfg.floats else np.array_equal(got, want)
+        )
+        if not same:
+            report["ok"] = False
+            report["errors"].append(f"iteration {k}: {op.name} differs")
+
     try:
+        plan = fifo_plan(cfg.ops)
         for k in range(cfg.iterations):
             t0 = time.perf_counter()
             plan = enf.begin_iteration(k)
-            order = list(cfg.ops)
+            for j in [k, k + 1] if k == 0 else [k + 1]:  # the input pipeline runs ahead
+                for op in early:
+                    futures[(j, op.name)] = enf.submit(j, op.name, inputs_of(cfg, op, j, rank))
+            if cfg.data_wait:  # e.g. the embedding lookup needs the batch
+                for op in early:
+                    check(k, op)
+            order = [op for op in cfg.ops if op.name not in cfg.prefetch]
             if cfg.permute and not plan.fifo:
                 rng.shuffle(order)
-            futures = {}
             for op in order:
-                time.sleep(cfg.compute_s / len(order) + rng.uniform(0, cfg.jitter_s))
-                futures[op.name] = enf.submit(k, op.name, inputs_of(cfg, op, k, rank))
+                time.sleep(cfg.compute_s / max(1, len(order)) + rng.uniform(0, cfg.jitter_s))
+                futures[(k, op.name)] = enf.submit(k, op.name, inputs_of(cfg, op, k, rank))
             for op in cfg.ops:
-                got = futures[op.name].result(timeout=120)
-                want = reference(op, [inputs_of(cfg, op, k, r) for r in range(n)])[rank]
-                same = (
-                    np.allclose(got, want, rtol=0, atol=1e-6)
-                    if cfg.floats
-                    else np.array_equal(got, want)
-                )
-                if not same:
-                    report["ok"] = False
-                    report["errors"].append(f"iteration {k}: {op.name} differs")
+                if not (cfg.data_wait and op.name in cfg.prefetch):  # checked above
+                    check(k, op)
             report["iter_s"].append(time.perf_counter() - t0)
+        for op in early:  # the batch after the last: issued iff the last plan prefetched it
+            if op.name in plan.prefetch:
+                check(cfg.iterations, op)
     except Exception as exc:  # reported to the parent, which fails the test
         report["ok"] = False
         report["errors"].append(f"{type(exc).__name__}: {exc}")

@@ -15,15 +15,20 @@ the per-rank execution of one motif's rounds.
 * :func:`motif_key` / :func:`parse_motif_key`: how a measured motif time names its comm-op,
   option and motif on the wire (the enforcer statistics the optimizer receives, T:1494).
 
-Not done: the prefetch of the next batch's data-prep (δ = +1 ops, Gap 4.3) — every comm-op
-here belongs to its own iteration.
+* Prefetch (Gap 3.12, Gap 4.3, T:1771): a plan's ``prefetch`` names comm-ops with δ = +1:
+  iteration k's sequence issues their motifs for the app's iteration k+1 at their places.
+  :func:`iteration_sequence` is iteration k's issue sequence given the previous iteration's
+  plan: an op that plan did not prefetch but this one does runs first, whole, as a FIFO
+  prologue (the first iteration, and the 2PC switch into a prefetching plan); an op the
+  previous plan prefetched is already issued and is skipped (the switch out of one, into a
+  plan or FIFO: :func:`carried`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from syndicate.motifs import CommOp, ExecOption, Motif, Transfer, expand
@@ -33,8 +38,11 @@ __all__ = [
     "InstalledPlan",
     "ReplanTrigger",
     "TwoPhase",
+    "carried",
     "fifo_plan",
     "from_schedule",
+    "issued_ids",
+    "iteration_sequence",
     "motif_key",
     "parse_motif_key",
     "rank_rounds",
@@ -48,6 +56,12 @@ class InstalledPlan:
     version: int
     options: Mapping[str, ExecOption]
     order: tuple[str, ...]  # motif ids of one iteration, by sequence number
+    prefetch: frozenset[str] = frozenset()  # comm-ops with δ = +1 (issued for k+1 in k)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefetch", frozenset(self.prefetch))
+        if self.fifo and self.prefetch:
+            raise ValueError("FIFO (version 0) prefetches nothing")
 
     def motifs(self, op: CommOp) -> list[Motif]:
         return expand(op, self.options[op.name])
@@ -67,9 +81,10 @@ class InstalledPlan:
             }
             for k, o in sorted(self.options.items())
         }
-        return json.dumps(
-            {"version": self.version, "options": opts, "order": list(self.order)}, sort_keys=True
-        )
+        d: dict[str, object] = {"version": self.version, "options": opts, "order": list(self.order)}
+        if self.prefetch:  # absent without prefetch: older plans keep their hash
+            d["prefetch"] = sorted(self.prefetch)
+        return json.dumps(d, sort_keys=True)
 
     def sha256(self) -> str:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
@@ -78,7 +93,7 @@ class InstalledPlan:
     def from_json(cls, text: str) -> InstalledPlan:
         d = json.loads(text)
         opts = {k: ExecOption(**v) for k, v in d["options"].items()}
-        return cls(int(d["version"]), opts, tuple(d["order"]))
+        return cls(int(d["version"]), opts, tuple(d["order"]), frozenset(d.get("prefetch", ())))
 
     def validate(self, ops: Sequence[CommOp]) -> None:
         """Raise ValueError unless the order names every motif of ``ops`` once and respects
@@ -88,6 +103,8 @@ class InstalledPlan:
         names = {op.name for op in ops}
         if set(self.options) != names:
             raise ValueError(f"plan covers {sorted(self.options)}, the job has {sorted(names)}")
+        if not self.prefetch <= names:
+            raise ValueError(f"prefetch names {sorted(self.prefetch - names)}: not in the job")
         motifs = {m.id: m for op in ops for m in self.motifs(op)}
         if sorted(self.order) != sorted(motifs):
             raise ValueError("the order must name every motif of the plan exactly once")
@@ -209,12 +226,61 @@ def rank_rounds(motif: Motif, rank: int) -> list[tuple[list[Transfer], list[Tran
 
 
 def from_schedule(
-    options: Mapping[str, ExecOption], order: Sequence[str], version: int
+    options: Mapping[str, ExecOption],
+    order: Sequence[str],
+    version: int,
+    prefetch: Collection[str] = (),
 ) -> InstalledPlan:
-    """The plan to install from an optimizer result: its options and the steady-state
-    (second unrolled iteration's) motif order, without the ``#k`` suffixes."""
+    """The plan to install from an optimizer result: its options and the periodic motif order,
+    without the ``#k`` suffixes. Without ``prefetch`` that is the steady-state (second unrolled
+    iteration's) order; with it (the data ops of a result that prefetches), Gap 3.12's: the
+    unrolled order of iteration 1's δ = 0 motifs and iteration 2's motifs of the ``prefetch``
+    ops, which the plan issues one iteration ahead."""
     if version <= FIFO_VERSION:
         raise ValueError(f"an optimizer plan's version must be > {FIFO_VERSION}")
-    last = max(int(m.rsplit("#", 1)[1]) for m in order)
-    steady = tuple(m.rsplit("#", 1)[0] for m in order if m.endswith(f"#{last}"))
-    return InstalledPlan(version, dict(options), steady)
+    pf = frozenset(prefetch)
+    unknown = pf - set(options)
+    if unknown:
+        raise ValueError(f"prefetch names {sorted(unknown)}: the plan has no such comm-op")
+    split = [(m.rsplit("#", 1)[0], int(m.rsplit("#", 1)[1])) for m in order]
+    if not pf:
+        last = max(k for _, k in split)
+        return InstalledPlan(version, dict(options), tuple(b for b, k in split if k == last))
+    first = min(k for _, k in split)
+    steady = tuple(b for b, k in split if k == first + (1 if b.split("/", 1)[0] in pf else 0))
+    return InstalledPlan(version, dict(options), steady, pf)
+
+
+def carried(prev: InstalledPlan | None) -> frozenset[str]:
+    """The comm-ops whose instance for this iteration the previous iteration's plan
+    already issued (its δ = +1 ops); nothing before the first iteration."""
+    return frozenset() if prev is None else prev.prefetch
+
+
+def iteration_sequence(
+    plan: InstalledPlan, ops: Sequence[CommOp], done: Collection[str] = frozenset()
+) -> list[tuple[str, int, str]]:
+    """Iteration k's issue sequence under a non-FIFO ``plan`` as (comm-op, δ, motif id): the
+    FIFO prologue (δ = 0, whole, in plan order) of each prefetched op not in ``done`` (the
+    :func:`carried` ops, issued in iteration k-1), then ``plan.order`` with the prefetched
+    ops' motifs at δ = +1 and the motifs of ``done`` ops that this plan runs at δ = 0
+    dropped (they were issued, under the previous plan's options, in iteration k-1)."""
+    if plan.fifo:
+        raise ValueError("FIFO has no sequence: it issues whole comm-ops as submitted")
+    op_of = {m.id: op.name for op in ops for m in plan.motifs(op)}
+    pending = set(plan.prefetch) - set(done)
+    prologue = [(op_of[mid], 0, mid) for mid in plan.order if op_of[mid] in pending]
+    prologue.sort(key=lambda t: sorted(pending).index(t[0]))  # stable: op by op, in plan order
+    body: list[tuple[str, int, str]] = []
+    for mid in plan.order:
+        name = op_of[mid]
+        if name in plan.prefetch:
+            body.append((name, 1, mid))
+        elif name not in done:
+            body.append((name, 0, mid))
+    return prologue + body
+
+
+def issued_ids(sequence: Sequence[tuple[str, int, str]]) -> list[str]:
+    """The issue log's names for a sequence: the motif id, suffixed ``@+1`` when δ = +1."""
+    return [mid if d == 0 else f"{mid}@+{d}" for _, d, mid in sequence]

@@ -7,7 +7,9 @@ iteration's motif times (the slowest rank's, keyed by
 :func:`~syndicate.dataplane.protocol.motif_key`) into a
 :class:`~syndicate.cost.RefinedCost`; :func:`reoptimizer` is its ``make_plan``: it reruns the
 MCMC optimizer (:func:`syndicate.optimizer.plan`, Syndicate's own mode) on the refined prices
-and turns the result into the plan the ranks install by two-phase commit.
+and turns the result into the plan the ranks install by two-phase commit
+(:func:`installable`: with the optimizer's prefetch decision, the data ops at δ = +1, so the
+app must submit them one iteration ahead, T:1771).
 """
 
 from __future__ import annotations
@@ -22,9 +24,20 @@ from syndicate.motifs import CommOp
 from syndicate.optimizer import PlanResult
 from syndicate.optimizer import plan as optimize
 
-__all__ = ["refine", "reoptimizer"]
+__all__ = ["data_ops", "installable", "refine", "reoptimizer"]
 
 log = logging.getLogger("syndicate.replan")
+
+
+def data_ops(dag: TrainingDAG) -> frozenset[str]:
+    """The comm-ops that need only their batch (no compute before them): a2a-data-prep."""
+    return frozenset(c.op.name for c in dag.comms if c.after is None)
+
+
+def installable(dag: TrainingDAG, result: PlanResult, version: int) -> InstalledPlan:
+    """``result`` as the plan to install, carrying its prefetch decision (δ = +1 data ops)."""
+    pf = data_ops(dag) if result.prefetch else frozenset()
+    return from_schedule(result.plan, result.order, version, pf)
 
 
 def refine(cost: RefinedCost, ops: Sequence[CommOp]) -> Callable[[Mapping[str, float]], None]:
@@ -68,6 +81,6 @@ def reoptimizer(
         )  # fmt: skip
         if on_plan is not None:
             on_plan(result)
-        return from_schedule(result.plan, result.order, version)
+        return installable(dag, result, version)
 
     return make_plan

@@ -16,7 +16,15 @@ from support import free_port, wait_for
 from syndicate.cost import MicrobenchCost
 from syndicate.dag import Workload, dlrm
 from syndicate.dataplane.node import Coordinator, RankConfig, run_rank
-from syndicate.dataplane.protocol import FIFO_VERSION, InstalledPlan, from_schedule
+from syndicate.dataplane.protocol import (
+    FIFO_VERSION,
+    InstalledPlan,
+    carried,
+    fifo_plan,
+    issued_ids,
+    iteration_sequence,
+)
+from syndicate.dataplane.replan import data_ops, installable
 from syndicate.motifs import CommOp, ExecOption, expand
 from syndicate.optimizer import plan as optimize
 from syndicate.topology import hgx2
@@ -164,8 +172,12 @@ def test_an_optimizer_plan_runs_on_the_data_plane() -> None:
     result = optimize(
         dag, MicrobenchCost(topo), mode="syndicate", budget=100, clock="proposals", warmup=20
     )
-    installed = from_schedule(result.plan, result.order, version=1)
-    cfg = RankConfig(dag.ops, iterations=30, compute_s=0.02, jitter_s=0.01, permute=True, seed=11)
+    installed = installable(dag, result, version=1)  # its prefetch decision included
+    assert installed.prefetch == {"a2a-data-prep"}  # T:1779: data-prep prefetched
+    cfg = RankConfig(
+        dag.ops, iterations=30, compute_s=0.02, jitter_s=0.01, permute=True, seed=11,
+        prefetch=tuple(data_ops(dag)),
+    )  # fmt: skip
     with _job(cfg) as (ctl, out):
         coord = Coordinator(ctl)
         _wait_until_iteration(coord, 1)
@@ -174,7 +186,9 @@ def test_an_optimizer_plan_runs_on_the_data_plane() -> None:
         reports = _reports(out)
     assert activate_at is not None
     logs = _same_everywhere(reports, "issue_log")
-    assert logs[str(cfg.iterations - 1)] == list(installed.order)
+    steady = iteration_sequence(installed, dag.ops, carried(installed))
+    assert logs[str(cfg.iterations - 1)] == issued_ids(steady)
+    assert any(m.endswith("@+1") for m in logs[str(cfg.iterations - 1)])
 
 
 def test_waits_over_5_percent_trigger_replans_installed_on_every_rank() -> None:
@@ -224,7 +238,10 @@ def test_a_replan_reruns_the_optimizer_on_measured_motif_times() -> None:
     make = reoptimizer(
         dag, cost, budget=60, warmup=10, on_plan=lambda r: priced.append(r.iter_time)
     )
-    cfg = RankConfig(dag.ops, iterations=36, compute_s=0.03, jitter_s=0.01, permute=True, seed=17)
+    cfg = RankConfig(
+        dag.ops, iterations=36, compute_s=0.03, jitter_s=0.01, permute=True, seed=17,
+        prefetch=tuple(data_ops(dag)),
+    )  # fmt: skip
     with _job(cfg) as (ctl, out):
         coord = Coordinator(ctl)
         _wait_until_iteration(coord, 1)
@@ -250,3 +267,92 @@ def test_a_replan_reruns_the_optimizer_on_measured_motif_times() -> None:
     ]
     assert switches[0] == (1, first)
     assert switches[1:] == [(v, a) for v, a in committed if a < cfg.iterations]
+
+
+# ---- prefetch of the next batch's data-prep (δ = +1; Gap 3.12, Gap 4.3, T:1771) -------------
+
+DATA = CommOp("a2a-data", "AA", 16, N, 8)  # needs only its batch: the app submits it ahead
+OPS_DP = (DATA, *OPS)
+
+
+def _dp_plan(version: int, prefetch: bool) -> InstalledPlan:
+    """:func:`_plan` with the data op (2 segments on ``gpu``, with ar-mlp), prefetched or not."""
+    base = _plan(version)
+    options = {**base.options, DATA.name: ExecOption("aa", seg=2)}
+    data = [m.id for m in expand(DATA, options[DATA.name])]
+    order = (base.order[0], *data, *base.order[1:])
+    return InstalledPlan(version, options, order, frozenset({DATA.name} if prefetch else ()))
+
+
+def _expected_logs(plans: list[InstalledPlan]) -> list[list[str]]:
+    """What each iteration issues under ``plans[k]`` after ``plans[k-1]``: FIFO in submission
+    order (the data op first: it was submitted a batch ahead) minus what the previous
+    iteration prefetched; a plan, its :func:`iteration_sequence`."""
+    logs: list[list[str]] = []
+    for k, plan in enumerate(plans):
+        done = carried(plans[k - 1] if k else None)
+        if plan.fifo:
+            logs.append(
+                [m.id for op in OPS_DP if op.name not in done for m in expand(op, _fifo(op))]
+            )
+        else:
+            logs.append(issued_ids(iteration_sequence(plan, OPS_DP, done)))
+    return logs
+
+
+def _run_with_switches(
+    plans: list[InstalledPlan], seed: int, iterations: int = 40, data_wait: bool = False
+) -> tuple:
+    cfg = RankConfig(
+        OPS_DP, iterations=iterations, compute_s=0.02, jitter_s=0.01, permute=True, seed=seed,
+        prefetch=(DATA.name,), data_wait=data_wait,
+    )  # fmt: skip
+    starts = []
+    with _job(cfg) as (ctl, out):
+        coord = Coordinator(ctl)
+        for i, plan in enumerate(plans):
+            _wait_until_iteration(coord, 1 if i == 0 else starts[-1] + 3)
+            activate_at = coord.propose(plan)
+            assert activate_at is not None
+            starts.append(activate_at)
+        coord.close()
+        reports = _reports(out)  # every collective, prefetched or not, equals the reference
+    assert starts[-1] < iterations - 2
+    return cfg, starts, reports
+
+
+def test_a_prefetching_plan_issues_the_next_batch_identically_on_every_rank() -> None:
+    """After the switch (a FIFO prologue of the data op, then the plan's sequence) every
+    iteration issues the next batch's data-prep at its places (``@+1``), identically on every
+    rank despite shuffled submissions, and every result equals the reference. The app computes
+    only once it has its batch (``data_wait``): the prefetched batch is there in time."""
+    pf = _dp_plan(1, prefetch=True)
+    cfg, (a,), reports = _run_with_switches([pf], seed=21, iterations=30, data_wait=True)
+    versions = _same_everywhere(reports, "versions")
+    assert versions == [(k, FIFO_VERSION if k < a else 1) for k in range(cfg.iterations)]
+    plans = [fifo_plan(OPS_DP) if k < a else pf for k in range(cfg.iterations)]
+    logs = _same_everywhere(reports, "issue_log")
+    want = _expected_logs(plans)
+    assert [logs[str(k)] for k in range(cfg.iterations)] == want
+    data = [m.id for m in expand(DATA, pf.options[DATA.name])]
+    assert logs[str(a)][: len(data)] == data  # the prologue: this iteration's own batch
+    assert logs[str(a + 1)].count(f"{data[0]}@+1") == 1 and data[0] not in logs[str(a + 1)]
+
+
+def test_two_phase_switches_into_and_out_of_prefetch() -> None:
+    """FIFO -> prefetching v1 -> plain v2 -> prefetching v3, each by 2PC: at every boundary all
+    ranks switch together; into prefetch the data op runs first as a prologue, out of it the
+    batch issued a step early is not issued again; results equal the reference throughout."""
+    plans = [_dp_plan(1, True), _dp_plan(2, False), _dp_plan(3, True)]
+    cfg, starts, reports = _run_with_switches(plans, seed=23)
+    versions = _same_everywhere(reports, "versions")
+    by_version = {p.version: p for p in plans} | {FIFO_VERSION: fifo_plan(OPS_DP)}
+    ran = [by_version[v] for _, v in versions]
+    switches = [k for k in range(1, cfg.iterations) if ran[k] is not ran[k - 1]]
+    assert switches == starts
+    logs = _same_everywhere(reports, "issue_log")
+    assert [logs[str(k)] for k in range(cfg.iterations)] == _expected_logs(ran)
+    data = {m.id for m in expand(DATA, plans[0].options[DATA.name])}
+    assert not data & set(logs[str(starts[1])])  # switch out: nothing of the data op
+    assert not any(m.endswith("@+1") for m in logs[str(starts[1])])
+    assert set(logs[str(starts[2])][: len(data)]) == data  # switch in again: prologue

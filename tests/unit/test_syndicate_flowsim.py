@@ -170,3 +170,29 @@ def test_bad_topologies_are_refused() -> None:
         TopologyParams(roce=0)
     with pytest.raises(ValueError, match="channel"):
         hgx2(1, 2).path(0, 1, "tcp")
+
+
+def test_per_rank_compute_skew_delays_the_collectives(small) -> None:
+    """Per-GPU compute streams: with identical ranks (skew 1e-12) they reproduce the single
+    SPMD stream; seeded per-rank slowdowns lengthen the iteration (stragglers hold up every
+    collective after them), more skew more so, and the same seed gives the same run."""
+    topo, cost = small
+    dag = dlrm("A2", topo.n_ranks)
+    res = run_mode(dag, topo, "syndicate", cost=cost, budget=40, clock="proposals").result
+    base = simulate_plan(dag, topo, cost, res, iterations=4)
+    assert simulate_plan(dag, topo, cost, res, iterations=4, skew=0.0) == base
+    alike = simulate_plan(dag, topo, cost, res, iterations=4, skew=1e-12)
+    assert alike.period == pytest.approx(base.period, rel=1e-9)
+    assert alike.makespan == pytest.approx(base.makespan, rel=1e-9)
+    mild = simulate_plan(dag, topo, cost, res, iterations=4, skew=0.1, skew_seed=1)
+    heavy = simulate_plan(dag, topo, cost, res, iterations=4, skew=0.5, skew_seed=1)
+    assert base.period < mild.period < heavy.period
+    assert base.makespan < mild.makespan < heavy.makespan
+    # no rank is slowed by more than its factor: the iteration stays within (1 + skew) x
+    assert heavy.makespan <= 1.5 * base.makespan + 1e-12
+    again = simulate_plan(dag, topo, cost, res, iterations=4, skew=0.5, skew_seed=1)
+    assert again == heavy
+    other = simulate_plan(dag, topo, cost, res, iterations=4, skew=0.5, skew_seed=2)
+    assert other.period != heavy.period
+    with pytest.raises(ValueError, match="skew"):
+        simulate_plan(dag, topo, cost, res, iterations=4, skew=-0.1)

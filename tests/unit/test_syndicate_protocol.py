@@ -10,8 +10,11 @@ from syndicate.dataplane.protocol import (
     InstalledPlan,
     ReplanTrigger,
     TwoPhase,
+    carried,
     fifo_plan,
     from_schedule,
+    issued_ids,
+    iteration_sequence,
     rank_rounds,
 )
 from syndicate.motifs import CommOp, ExecOption, expand
@@ -102,3 +105,91 @@ def test_from_schedule_takes_the_steady_state_iteration() -> None:
     assert got.order == tuple(reversed(p.order)) and got.version == 3
     with pytest.raises(ValueError):
         from_schedule(p.options, order, version=0)
+
+
+# ---- prefetch (δ = +1 ops; Gap 3.12, Gap 4.3, T:1771) ---------------------------------------
+
+
+def _prefetching(version: int = 2) -> InstalledPlan:
+    p = _plan(version)
+    return InstalledPlan(version, p.options, p.order, frozenset({"aa"}))
+
+
+def test_a_prefetching_plan_round_trips_and_hashes_apart() -> None:
+    pf = _prefetching(1)
+    assert InstalledPlan.from_json(pf.to_json()) == pf
+    assert pf.sha256() != _plan(1).sha256()
+    assert "prefetch" not in _plan(1).to_json()  # plans without it keep their old hash
+    pf.validate(OPS)
+    with pytest.raises(ValueError, match="not in the job"):
+        InstalledPlan(1, pf.options, pf.order, frozenset({"ghost"})).validate(OPS)
+    with pytest.raises(ValueError, match="FIFO"):
+        InstalledPlan(FIFO_VERSION, pf.options, (), frozenset({"aa"}))
+
+
+def test_the_first_iteration_runs_a_prologue_then_issues_the_next_batch_at_its_places() -> None:
+    pf = _prefetching()
+    aa = [m.id for m in pf.motifs(OPS[1])]
+    seq = iteration_sequence(pf, OPS, carried(None))
+    assert seq[: len(aa)] == [("aa", 0, m) for m in aa]  # iteration 1's own data: prologue
+    assert seq[len(aa) :] == [("ar" if m.startswith("ar/") else "aa", int(m in aa), m)
+                              for m in pf.order]  # fmt: skip
+    assert issued_ids(seq)[len(aa) :] == [m + "@+1" if m in aa else m for m in pf.order]
+
+
+def test_steady_state_and_switches_into_and_out_of_prefetch() -> None:
+    pf, plain = _prefetching(), _plan(3)
+    aa = {m.id for m in pf.motifs(OPS[1])}
+    steady = iteration_sequence(pf, OPS, carried(pf))  # no prologue: issued last iteration
+    assert [m for _, _, m in steady] == list(pf.order)
+    assert {m for _, d, m in steady if d == 1} == aa
+    # into: the previous plan did not prefetch, so this iteration's data runs first
+    assert iteration_sequence(pf, OPS, carried(plain)) == iteration_sequence(pf, OPS)
+    # out: the previous plan issued this iteration's data already; the new plan skips it
+    out = iteration_sequence(plain, OPS, carried(pf))
+    assert out == [("ar", 0, m) for m in plain.order if m not in aa]
+    assert iteration_sequence(plain, OPS, carried(plain)) == [
+        ("ar" if m.startswith("ar/") else "aa", 0, m) for m in plain.order
+    ]
+    with pytest.raises(ValueError, match="FIFO"):
+        iteration_sequence(fifo_plan(OPS), OPS)
+
+
+def test_every_iteration_issues_each_op_instance_exactly_once_across_switches() -> None:
+    """Over a run switching FIFO -> prefetch -> plain -> prefetch -> FIFO, each (op, k) is
+    issued whole exactly once, in iteration k or (δ = +1) k-1."""
+    fifo, pf, plain = fifo_plan(OPS), _prefetching(), _plan(3)
+    plans = [fifo, fifo, pf, pf, plain, pf, pf, fifo, fifo]
+    issued: dict[tuple[str, int], list[str]] = {}
+    prev = None
+    for k, plan in enumerate(plans):
+        if plan.fifo:
+            for op in OPS:
+                if op.name not in carried(prev):
+                    issued.setdefault((op.name, k), []).extend(m.id for m in plan.motifs(op))
+        else:
+            for name, d, mid in iteration_sequence(plan, OPS, carried(prev)):
+                issued.setdefault((name, k + d), []).append(mid)
+        prev = plan
+    for k in range(len(plans)):
+        for op in OPS:
+            by = plans[k - 1] if k > 0 and op.name in plans[k - 1].prefetch else plans[k]
+            want = [m.id for m in by.motifs(op)]  # cut by the plan of the issuing iteration
+            got = issued[(op.name, k)]
+            assert (got if by.fifo else sorted(got)) == (want if by.fifo else sorted(want))
+    assert set(issued) == {(op.name, k) for op in OPS for k in range(len(plans))}
+
+
+def test_from_schedule_with_prefetch_takes_iteration_one_and_the_next_data() -> None:
+    p = _plan()
+    aa = [m.id for m in p.motifs(OPS[1])]
+    ar = [m.id for m in p.motifs(OPS[0])]
+    # the optimizer's two-iteration order: aa#1 (prologue), ar#1 with aa#2 in between, ar#2
+    order = [f"{m}#1" for m in aa] + [f"{ar[0]}#1"] + [f"{m}#2" for m in aa]
+    order += [f"{m}#1" for m in ar[1:]] + [f"{m}#2" for m in ar]
+    got = from_schedule(p.options, order, version=2, prefetch=["aa"])
+    assert got.prefetch == {"aa"} and got.order == (ar[0], *aa, *ar[1:])
+    got.validate(OPS)
+    assert from_schedule(p.options, order, version=2).order == (*aa, *ar)  # iteration 2's
+    with pytest.raises(ValueError, match="no such comm-op"):
+        from_schedule(p.options, order, version=2, prefetch=["ghost"])
