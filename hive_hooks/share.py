@@ -25,6 +25,10 @@ Sources:
   background thread, and unregisters at ``end()``. A broken stream is re-subscribed with the same
   job and token, backing off 0.1 s doubling to 5 s (:data:`arbiter.retry.STREAM_RECONNECT`, as
   the Agent does); until the first update arrives ``current()`` reports the ``initial`` share.
+  Given the addresses of an arbiter HA pair (``a:1,b:2``) it moves to the next one on
+  UNAVAILABLE; queries are not journaled, so when the arbiter serving now does not know the job
+  (NOT_FOUND after a failover, a restart or an idle expiry) the query is registered again and
+  followed under its new job id (:class:`ArbiterShare`).
   Updates are read with :func:`arbiter.wire.share.share_change_from_pb`, the servicer's own
   conversion. The arbiter's epochs are used as they are (strictly increasing per arbiter).
   It is also a :class:`SwitchReporter`: each plan switch is reported (``ReportPlanSwitch``,
