@@ -14,14 +14,15 @@ import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 from support import wait_for
-from support.yarn import gpus_by_node
 
 from hive_hooks.share import ArbiterShare
 from yarn_arbiter.ha_local import HaPairFiles, bidding_agent, leases_at
 from yarn_bridge.local_hadoop.arbiters import SESSION_TIMEOUT_S, credentials_dir
 from yarn_bridge.local_hadoop.processes import _alive
+from yarn_bridge.served import gpus_by_machine
 
 pytestmark = [pytest.mark.yarn, pytest.mark.slow, pytest.mark.failover]
 
@@ -55,14 +56,15 @@ def test_arbiter_pair_beside_rm_ha_survives_the_active(make_yarn_cluster) -> Non
     files = HaPairFiles.create(credentials_dir(cluster.workdir))
     admin = files.token("admin")
     rm_before = local.active_rm()
-    node_ids = set(cluster.node_ids)
     agent = bidding_agent(state.arbiter_addresses, files.token("submit"), demand=2, num_gpus=4)
     share = ArbiterShare(state.arbiter_addresses, user="alice")
     try:
         # the active arbiter leases the GPUs the RMs report
         wait_for("a lease of the YARN's GPUs", lambda: agent.held(), timeout=60)
         granted = wait_for("the lease at arb1", lambda: leases_at(arbs["arb1"].address, admin))
-        assert set(gpus_by_node(granted, sorted(node_ids))) <= node_ids, granted
+        nodes = httpx.get(f"{rm_before}/ws/v1/cluster/nodes", timeout=5).json()["nodes"]["node"]
+        hosts = {n["nodeHostName"] for n in nodes} | {n["id"] for n in nodes}
+        assert granted and set(gpus_by_machine(granted)) <= hosts, granted
         share.begin("tpch-q5")
         first_job, first_epoch = share.job_id, share.current().epoch
 
