@@ -25,6 +25,10 @@ Sources:
   background thread, and unregisters at ``end()``. A broken stream is re-subscribed with the same
   job and token, backing off 0.1 s doubling to 5 s (:data:`arbiter.retry.STREAM_RECONNECT`, as
   the Agent does); until the first update arrives ``current()`` reports the ``initial`` share.
+  Given the addresses of an arbiter HA pair (``a:1,b:2``) it moves to the next one on
+  UNAVAILABLE; queries are not journaled, so when the arbiter serving now does not know the job
+  (NOT_FOUND after a failover, a restart or an idle expiry) the query is registered again and
+  followed under its new job id (:class:`ArbiterShare`).
   Updates are read with :func:`arbiter.wire.share.share_change_from_pb`, the servicer's own
   conversion. The arbiter's epochs are used as they are (strictly increasing per arbiter).
   It is also a :class:`SwitchReporter`: each plan switch is reported (``ReportPlanSwitch``,
@@ -56,6 +60,7 @@ the tag is only observable as a session setting.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -66,6 +71,7 @@ from typing import Protocol, runtime_checkable
 
 import grpc
 
+from arbiter.agent import FAST_FAILOVERS, REGISTER_FAILOVER_S, arbiter_addresses
 from arbiter.retry import STREAM_RECONNECT, Retry
 from arbiter.shares import ShareChange
 from arbiter.wire.share import share_change_from_pb
@@ -350,9 +356,19 @@ def _snapshot(change: ShareChange) -> ShareSnapshot:
 class ArbiterShare(_Feed):
     """The arbiter's share stream for one query job at a time (module docstring).
 
-    ``target`` is ``host:port`` of the arbiter's gRPC server. ``credentials`` are TLS channel
-    credentials (``None``: insecure channel). ``first_update_timeout`` bounds how long
-    :meth:`begin` waits for the first update (the arbiter sends one on subscription).
+    ``target`` is ``host:port`` of the arbiter's gRPC server, or a comma-separated list of the
+    addresses of an active/standby pair (:mod:`arbiter.ha`; parsed by
+    :func:`arbiter.agent.arbiter_addresses`, as the Agent's): on UNAVAILABLE (a standby, an
+    arbiter gone) it moves to the next one. ``credentials`` are TLS channel credentials
+    (``None``: insecure channel). ``first_update_timeout`` bounds how long :meth:`begin` waits
+    for the first update (the arbiter sends one on subscription).
+
+    **Failover and restarts.** Registered queries are not journaled (module docstring), so an
+    arbiter that took over or restarted does not know the job: its ``SubscribeShare`` answers
+    NOT_FOUND (or PERMISSION_DENIED if the id is now another query's). A job that was followed
+    is then registered again, with the same name, user and queue: ``job_id`` and the token
+    change (logged once at INFO), the stream is re-subscribed, and the published epochs keep
+    increasing across the arbiters (the new arbiter's own epochs may start lower).
     """
 
     def __init__(
@@ -367,7 +383,8 @@ class ArbiterShare(_Feed):
         rpc_timeout: float = 10.0,
     ) -> None:
         super().__init__(ShareSnapshot(0, as_share(initial), "initial"))
-        self.target = target
+        self.targets = arbiter_addresses(target)
+        self._which = 0
         self.user = user
         self.queue_name = queue_name
         self.credentials = credentials
@@ -375,38 +392,80 @@ class ArbiterShare(_Feed):
         self.rpc_timeout = rpc_timeout
         self.job_id: str | None = None
         self._token: str | None = None
+        self._query_name = ""
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # job_id, token and channel change together
         self._thread: threading.Thread | None = None
         self._stream: grpc.Future | None = None
         self._channel: grpc.Channel | None = None
+        self._epoch_offset = 0  # added to the arbiter's epochs (see _rebase)
+        self._rebase = False  # the next update comes from a new registration
         self.updates = 0
         self.switches_reported = 0  # ReportPlanSwitch calls the arbiter accepted
+        self.reregistrations = 0  # jobs registered again after a failover or restart
+        self.failovers = 0  # moves to the next arbiter address
+
+    @property
+    def target(self) -> str:
+        """The arbiter address the source talks to now."""
+        return self.targets[self._which]
 
     def _open_channel(self) -> grpc.Channel:
+        # a connection of its own (as the Agent's): gRPC shares connections and their reconnect
+        # backoff between a process's channels, and an arbiter just back would look refused
+        options = [("grpc.use_local_subchannel_pool", 1)]
         if self.credentials is not None:
-            return grpc.secure_channel(self.target, self.credentials)
-        return grpc.insecure_channel(self.target)
+            return grpc.secure_channel(self.target, self.credentials, options=options)
+        return grpc.insecure_channel(self.target, options=options)
+
+    def _failover(self, code: grpc.StatusCode | None) -> bool:
+        """After an error ``code``: move to the next address (new channel) if this one cannot
+        serve (UNAVAILABLE) and there is another; whether it did. Called under ``_lock``."""
+        if code != grpc.StatusCode.UNAVAILABLE or len(self.targets) < 2:
+            return False
+        was = self.target
+        self._which = (self._which + 1) % len(self.targets)
+        self.failovers += 1
+        old, self._channel = self._channel, self._open_channel()
+        if old is not None:
+            old.close()
+        log.info("share source: arbiter %s unavailable, trying %s", was, self.target)
+        return True
+
+    def _register(self, deadline: float) -> tuple[str, str]:
+        """RegisterQuery at the current address, moving on while the addresses answer
+        UNAVAILABLE, until ``deadline``. Called under ``_lock`` with a channel open."""
+        while True:
+            try:
+                reply = rpc.QueryShareStub(self._channel).RegisterQuery(
+                    pb.RegisterQueryRequest(
+                        query_name=self._query_name, user=self.user, queue=self.queue_name
+                    ),
+                    timeout=self.rpc_timeout,
+                )
+                return reply.job_id, reply.job_token
+            except grpc.RpcError as e:
+                if time.monotonic() > deadline or self._stop.is_set():
+                    raise
+                if not self._failover(e.code()):
+                    raise
+                time.sleep(0.05)
 
     def begin(self, query_id: str) -> None:
         if self.job_id is not None:
             raise ShareSourceError(f"ArbiterShare already follows query job {self.job_id}")
-        self._channel = self._open_channel()
-        stub = rpc.QueryShareStub(self._channel)
-        try:
-            reply = stub.RegisterQuery(
-                pb.RegisterQueryRequest(
-                    query_name=query_id[:1024], user=self.user, queue=self.queue_name
-                ),
-                timeout=self.rpc_timeout,
-            )
-        except grpc.RpcError as e:
-            self._close_channel()
-            raise ShareSourceError(
-                f"arbiter {self.target}: RegisterQuery failed: {e.code().name}: {e.details()}"
-            ) from e
-        self.job_id, self._token = reply.job_id, reply.job_token
-        start_epoch = self.current().epoch
+        self._query_name = query_id[:1024]
         self._stop.clear()
+        with self._lock:
+            self._channel = self._open_channel()
+            try:
+                self.job_id, self._token = self._register(time.monotonic() + REGISTER_FAILOVER_S)
+            except grpc.RpcError as e:
+                self._close_channel()
+                raise ShareSourceError(
+                    f"arbiter {self.target}: RegisterQuery failed: {e.code().name}: {e.details()}"
+                ) from e
+        start_epoch = self.current().epoch
         self._thread = threading.Thread(
             target=self._follow, name=f"share-{self.job_id}", daemon=True
         )
@@ -418,39 +477,96 @@ class ArbiterShare(_Feed):
                 f"arbiter {self.target}: no share update within {self.first_update_timeout:.0f} s"
             )
 
+    def _reregister(self) -> bool:
+        """Register the query again (its job is unknown to the arbiter now serving); whether
+        it is. ``job_id`` and the token change; the next update rebases the epochs."""
+        with self._lock:
+            if self._stop.is_set() or self._channel is None:
+                return False
+            was = self.job_id
+            try:
+                job_id, token = self._register(time.monotonic() + REGISTER_FAILOVER_S)
+            except grpc.RpcError as e:
+                log.error("query %s: registering again at %s failed: %s: %s",
+                          was, self.target, e.code().name, e.details())  # fmt: skip
+                return False
+            self.job_id, self._token = job_id, token
+            self._rebase = True
+            self.reregistrations += 1
+        log.info("query %s is unknown to the arbiter at %s (failover or restart): registered "
+                 "again as %s", was, self.target, job_id)  # fmt: skip
+        return True
+
+    def _publish_update(self, change: ShareChange) -> None:
+        snap = _snapshot(change)
+        if self._rebase:  # the first update of a new registration: keep the epochs increasing
+            self._rebase = False
+            self._epoch_offset = max(0, self.current().epoch + 1 - snap.epoch)
+        if self._epoch_offset:
+            snap = dataclasses.replace(snap, epoch=snap.epoch + self._epoch_offset)
+        self._publish(snap)
+
     def _follow(self) -> None:
         retry = Retry(STREAM_RECONNECT, stop=self._stop)
+        # the current registration was followed (an update came) or the source moved to
+        # another arbiter since: a NOT_FOUND then means the job was lost, not refused
+        followed = False
+        fast = 0  # failovers in a row without an update (retried at once, as the Agent does)
         for _ in retry:
-            stub = rpc.QueryShareStub(self._channel)
-            stream = stub.SubscribeShare(
-                pb.SubscribeShareRequest(job_id=self.job_id),
-                metadata=[("x-app-token", self._token or "")],
-            )
+            with self._lock:
+                channel, job_id, token = self._channel, self.job_id, self._token
+            if channel is None or self._stop.is_set():
+                return
+            try:
+                stream = rpc.QueryShareStub(channel).SubscribeShare(
+                    pb.SubscribeShareRequest(job_id=job_id), metadata=[("x-app-token", token or "")]
+                )
+            except ValueError:  # the channel was closed under us (end(), or a failover)
+                continue
             self._stream = stream
             try:
                 for u in stream:
                     retry.reset()
+                    followed, fast = True, 0
                     self.updates += 1
                     try:
                         change = share_change_from_pb(u)
                     except ValueError as e:  # a malformed update: keep the share, keep following
-                        log.warning("share update of %s ignored: %s", self.job_id, e)
+                        log.warning("share update of %s ignored: %s", job_id, e)
                         continue
-                    self._publish(_snapshot(change))
+                    self._publish_update(change)
                 if self._stop.is_set():
                     return
-                log.info("share stream of %s ended; re-subscribing", self.job_id)
+                log.info("share stream of %s ended; re-subscribing", job_id)
             except grpc.RpcError as e:
-                if self._stop.is_set() or e.code() == grpc.StatusCode.CANCELLED:
+                code = e.code()
+                if self._stop.is_set() or code == grpc.StatusCode.CANCELLED:
                     return
-                if e.code() in (
+                if (
+                    code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED)
+                    and followed
+                ):
+                    # the arbiter serving now does not know the job (a failover, a restart,
+                    # or an idle expiry): join |J| again and follow the new job
+                    if not self._reregister():
+                        return
+                    followed = False
+                    retry.reset()
+                    continue
+                if code in (
                     grpc.StatusCode.UNAUTHENTICATED,
                     grpc.StatusCode.PERMISSION_DENIED,
                     grpc.StatusCode.NOT_FOUND,
                 ):
-                    log.error("share stream of %s refused: %s", self.job_id, e.details())
+                    log.error("share stream of %s refused: %s", job_id, e.details())
                     return
-                log.info("share stream of %s broke (%s); re-subscribing", self.job_id, e.code())
+                log.info("share stream of %s broke (%s); re-subscribing", job_id, code)
+                with self._lock:
+                    moved = self._failover(code)
+                followed = followed or moved
+                if moved and fast < FAST_FAILOVERS:
+                    fast += 1
+                    retry.reset()  # the next address soon: it may be the new active
 
     def report_switch(
         self,
@@ -463,7 +579,8 @@ class ArbiterShare(_Feed):
     ) -> None:
         """``ReportPlanSwitch`` for the registered job, fire and forget: a refusal or an
         unreachable arbiter is logged, never raised (the query goes on)."""
-        channel, job_id = self._channel, self.job_id
+        with self._lock:
+            channel, job_id, token = self._channel, self.job_id, self._token
         if channel is None or job_id is None:
             return
         request = pb.PlanSwitchReport(
@@ -477,7 +594,7 @@ class ArbiterShare(_Feed):
         )
         try:
             call = rpc.QueryShareStub(channel).ReportPlanSwitch.future(
-                request, metadata=[("x-app-token", self._token or "")], timeout=self.rpc_timeout
+                request, metadata=[("x-app-token", token or "")], timeout=self.rpc_timeout
             )
         except ValueError:  # the channel was closed under us (the query ended)
             return
@@ -503,19 +620,22 @@ class ArbiterShare(_Feed):
         stream = self._stream
         if stream is not None:
             stream.cancel()
-        if self._channel is not None:
+        with self._lock:  # after a re-registration in flight (it checks _stop first)
+            channel, job_id, token = self._channel, self.job_id, self._token
+        if channel is not None:
             try:
-                rpc.QueryShareStub(self._channel).UnregisterQuery(
-                    pb.UnregisterQueryRequest(job_id=self.job_id),
-                    metadata=[("x-app-token", self._token or "")],
+                rpc.QueryShareStub(channel).UnregisterQuery(
+                    pb.UnregisterQueryRequest(job_id=job_id),
+                    metadata=[("x-app-token", token or "")],
                     timeout=self.rpc_timeout,
                 )
             except grpc.RpcError as e:  # the arbiter restarted or already dropped the job
-                log.info("UnregisterQuery %s: %s", self.job_id, e.code())
+                log.info("UnregisterQuery %s: %s", job_id, e.code())
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self._thread = None
         self._stream = None
-        self._close_channel()
-        self.job_id = None
-        self._token = None
+        with self._lock:
+            self._close_channel()
+            self.job_id = None
+            self._token = None

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,16 @@ import httpx
 
 from arbiter.journal import new_token
 
-__all__ = ["ArbiterProcess", "HaPairFiles", "free_port", "start_arbiter_process", "wait_until"]
+__all__ = [
+    "ArbiterProcess",
+    "HaPairFiles",
+    "free_port",
+    "readyz_at",
+    "role_at",
+    "role_of",
+    "start_arbiter_process",
+    "wait_until",
+]
 
 
 def free_port() -> int:
@@ -41,6 +50,41 @@ def wait_until(what: str, probe: Callable[[], object], timeout: float = 60.0) ->
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.02)
+
+
+def readyz_at(metrics_port: int) -> dict | None:
+    """The ``/readyz`` JSON of the arbiter whose HTTP port is ``metrics_port`` (with the status
+    code as ``"_code"``), None if unreachable."""
+    try:
+        r = httpx.get(f"http://127.0.0.1:{metrics_port}/readyz?format=json", timeout=1.0)
+        return {**r.json(), "_code": r.status_code}
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def role_of(readyz: Mapping | None) -> str | None:
+    """``active``, ``standby`` or None from a ``/readyz`` answer (:func:`readyz_at`).
+
+    >>> role_of({"_code": 200, "checks": {"ha": {"ok": True}}})
+    'active'
+    >>> role_of({"_code": 503, "checks": {"ha": {"ok": False, "role": "standby"}}})
+    'standby'
+    >>> role_of(None) is None
+    True
+    """
+    if readyz is None:
+        return None
+    ha = readyz.get("checks", {}).get("ha", {})
+    if readyz["_code"] == 200 and ha.get("ok"):
+        return "active"
+    if ha.get("role") == "standby":
+        return "standby"
+    return None
+
+
+def role_at(metrics_port: int) -> str | None:
+    """The HA role of the arbiter whose HTTP port is ``metrics_port`` (None: not answering)."""
+    return role_of(readyz_at(metrics_port))
 
 
 @dataclass(frozen=True)
@@ -85,23 +129,11 @@ class ArbiterProcess:
 
     def readyz(self) -> dict | None:
         """The ``/readyz`` JSON (with the status code as ``"_code"``), None if unreachable."""
-        try:
-            r = httpx.get(f"http://127.0.0.1:{self.metrics_port}/readyz?format=json", timeout=1.0)
-            return {**r.json(), "_code": r.status_code}
-        except (httpx.HTTPError, ValueError):
-            return None
+        return readyz_at(self.metrics_port)
 
     def role(self) -> str | None:
         """``active``, ``standby`` or None (not answering, or neither)."""
-        st = self.readyz()
-        if st is None:
-            return None
-        ha = st.get("checks", {}).get("ha", {})
-        if st["_code"] == 200 and ha.get("ok"):
-            return "active"
-        if ha.get("role") == "standby":
-            return "standby"
-        return None
+        return role_at(self.metrics_port)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -144,8 +176,12 @@ def start_arbiter_process(
     port: int | None = None,
     metrics_port: int | None = None,
     settings: Mapping[str, object] | None = None,
+    rm_urls: Sequence[str] = (),
+    log: Path | None = None,
 ) -> ArbiterProcess:
-    """Start one member of a pair (not waiting for its role); ``settings`` go to its config."""
+    """Start one member of a pair (not waiting for its role); ``settings`` go to its config.
+    ``rm_urls``: serve the cluster these ResourceManagers report, with the YARN bridge
+    (``--rm-url``; ``cluster`` is then unused). ``log``: default ``workdir/ha_id/serve.log``."""
     port = port or free_port()
     metrics_port = metrics_port or free_port()
     here = workdir / ha_id
@@ -160,10 +196,11 @@ def start_arbiter_process(
         **(settings or {}),
     }
     (here / "arbiter.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-    argv = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--cluster", cluster,
+    where = ["--rm-url", ",".join(rm_urls)] if rm_urls else ["--cluster", cluster]
+    argv = [sys.executable, "-m", "yarn_arbiter.cli", "serve", *where,
             "--port", str(port), "--metrics-port", str(metrics_port), "--ha-zk", zk_address,
             "--ha-id", ha_id, "--config", str(here / "arbiter.conf")]  # fmt: skip
-    log = here / "serve.log"
+    log = log or here / "serve.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
         str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))}  # fmt: skip
     with open(log, "ab") as out:

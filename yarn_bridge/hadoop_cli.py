@@ -2,7 +2,8 @@
 
 ``up`` prints the active ResourceManager's web address alone on its last line, so a script can
 take it with ``tail -1``; ``status`` prints each daemon with its pid and resident memory
-(``--json`` for scripts); ``down`` stops everything the work dir started. Errors (no Java, no
+(``--json`` for scripts) and, with ``up --ha --arbiter-pair``, which arbiter is active;
+``down`` stops everything the work dir started. Errors (no Java, no
 Maven, an unreachable repository, a busy port, a daemon that dies at start) print one line
 saying what to do, plus the daemon's last log lines, and exit 1.
 """
@@ -23,6 +24,7 @@ from yarn_bridge.local_hadoop import (
     LocalHadoopSpec,
     ensure_jars,
 )
+from yarn_bridge.local_hadoop.arbiters import ZK_ROOT, credentials_dir
 from yarn_bridge.local_hadoop.kdc import ensure_minikdc_jars
 
 __all__ = ["add_parsers"]
@@ -59,6 +61,7 @@ def _run(args: argparse.Namespace) -> int:
             rm_webapp_port=args.rm_port,
             kerberos=args.kerberos,
             kerberos_user=args.kerberos_user or "",
+            arbiter_pair=args.arbiter_pair,
         )
         state = local.up(spec, progress=lambda m: print(m, file=sys.stderr))
         print(f"Hadoop {HADOOP_VERSION} up in {state.startup_s:.1f} s from {state.workdir}: "
@@ -66,6 +69,11 @@ def _run(args: argparse.Namespace) -> int:
               f"{', RM HA on ZooKeeper ' + state.zk_address if args.ha else ''}",
               file=sys.stderr)  # fmt: skip
         print(f"client conf: export HADOOP_CONF_DIR={state.client_conf}", file=sys.stderr)
+        if state.arbiter_addresses:
+            creds = credentials_dir(Path(state.workdir))
+            print(f"arbiter pair on ZooKeeper {state.zk_address}{ZK_ROOT}: --arbiter "
+                  f"{state.arbiter_addresses} (credentials in {creds})",
+                  file=sys.stderr)  # fmt: skip
         if state.keytab:
             print(f"Kerberos: export KRB5_CONFIG={state.krb5_conf}; clients log in with "
                   f"--principal {state.principal} --keytab {state.keytab}",
@@ -84,12 +92,16 @@ def _run(args: argparse.Namespace) -> int:
     if not st["daemons"]:
         print(f"no cluster in {st['workdir']}")
         return 3
-    print(f"work dir {st['workdir']}; active RM {st.get('active_rm') or 'none'}; "
+    arbiter = ""
+    if st.get("arbiters"):
+        arbiter = f"; active arbiter {st.get('active_arbiter') or 'none'} ({st['arbiters']})"
+    print(f"work dir {st['workdir']}; active RM {st.get('active_rm') or 'none'}{arbiter}; "
           f"started in {st.get('startup_s', 0):.1f} s")  # fmt: skip
     for d in st["daemons"]:
         state = "up" if d["alive"] else "DOWN"
+        role = f" {d['role'] or 'no role'}" if "role" in d else ""
         print(f"  {d['name']:<4} pid {d['pid']:<8} {state:<5} {d['rss_mb']:>5} MB  "
-              f"{d['webapp'] or ''} {d['node_id'] or ''}")  # fmt: skip
+              f"{d['webapp'] or ''} {d['node_id'] or ''}{role}")  # fmt: skip
     for n in st["nodes"]:
         print(f"  node {n['id']}: {n['state']}")
     return 0 if st["running"] else 3
@@ -113,6 +125,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--nodes", type=int, default=2, help="NodeManagers (default 2)")
     p.add_argument("--gpus-per-node", type=int, default=4, help="yarn.io/gpu each (default 4)")
     p.add_argument("--ha", action="store_true", help="two RMs (rm1, rm2) elected on ZooKeeper")
+    p.add_argument("--arbiter-pair", action="store_true",
+                   help="with --ha: an arbiter HA pair (arb1, arb2) on the same ZooKeeper, "
+                   "serving the RMs' GPUs; status shows which one is active")  # fmt: skip
     p.add_argument("--rm-port", type=int, default=0, help="RM web port (default: a free one)")
     p.add_argument("--nm-liveness-ms", type=int, default=None,
                    help="NodeManager liveness expiry (default YARN's 600000; tests lower "

@@ -23,6 +23,7 @@ __all__ = [
     "build_parser",
     "check_args",
     "hostport",
+    "hostports",
     "parse_args",
     "parse_share_profile",
 ]
@@ -98,6 +99,29 @@ def hostport(text: str) -> str:
     host, colon, port = text.rpartition(":")
     if not colon or not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return text
+
+
+def hostports(text: str) -> str:
+    """An option value ``HOST:PORT`` or a comma-separated list of them (an arbiter HA pair,
+    parsed as :func:`arbiter.agent.arbiter_addresses` does), as given.
+
+    >>> hostports("a:1, b:2")
+    'a:1, b:2'
+    """
+    from arbiter.agent import arbiter_addresses
+
+    try:
+        addresses = arbiter_addresses(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT[,HOST:PORT...], got {text!r}") from e
+    for a in addresses:
+        try:
+            hostport(a)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"expected HOST:PORT[,HOST:PORT...], got {text!r}"
+            ) from None
     return text
 
 
@@ -271,7 +295,10 @@ def build_parser() -> Parser:
         help="--share-profile: memory that comes with each vcore (default 2048)",
     )
     rep.add_argument(
-        "--arbiter", metavar="HOST:PORT", type=hostport, help="take the share from the arbiter"
+        "--arbiter",
+        metavar="HOST:PORT[,HOST:PORT]",
+        type=hostports,
+        help="take the share from the arbiter (an HA pair: both addresses, comma-separated)",
     )
     rep.add_argument("--arbiter-tls", action="store_true", help="TLS to the arbiter")
     rep.add_argument("--arbiter-ca", metavar="PEM", help="CA certificate(s) to trust (TLS)")

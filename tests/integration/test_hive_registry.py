@@ -263,6 +263,105 @@ def test_arbiter_share_follows_the_stream(arbiter: RunningArbiter) -> None:
     assert job not in arbiter.core.queries
 
 
+def _stop(*arbiters: RunningArbiter) -> None:
+    for a in arbiters:
+        if not getattr(a, "_stopped_by_test", False):
+            a._stopped_by_test = True  # type: ignore[attr-defined]
+            a.stop(0)
+
+
+def _arbiter_at(tmp: Path, port: int = 0) -> RunningArbiter:
+    env = {"ARBITER_GRPC_PORT": str(port), "ARBITER_JOURNAL_PATH": str(tmp / "journal.db")}
+    tmp.mkdir(parents=True, exist_ok=True)
+    return RunningArbiter(
+        load_cluster("themis-testbed"), load_config(environ=env), admin_token="admin-test"
+    ).start()
+
+
+def _halved_by_another_query(share: ArbiterShare, arbiter: RunningArbiter) -> None:
+    """Another query registers at ``arbiter``: ``share`` must get the 1-over-2 share."""
+    full = load_cluster("themis-testbed").vcores
+    before = share.current()
+    stub = rpc.QueryShareStub(grpc.insecure_channel(f"127.0.0.1:{arbiter.port}"))
+    stub.RegisterQuery(pb.RegisterQueryRequest(query_name="other"))
+    halved = wait_for(
+        "the halved share",
+        lambda: (s := share.wait_change(before.epoch, 1.0)).share.vcores == full / 2 and s,
+        timeout=20,
+    )
+    assert halved.epoch > before.epoch and halved.active_jobs == 2
+
+
+def test_arbiter_share_registers_again_after_a_restart(tmp_path: Path) -> None:
+    """Queries are not journaled: the arbiter restarted on the same port answers the old
+    subscription NOT_FOUND; the source registers the query again and follows the new job."""
+    a = _arbiter_at(tmp_path / "a")
+    port = a.port
+    share = ArbiterShare(f"127.0.0.1:{port}", user="alice")
+    share.begin("tpch-q5")
+    b: RunningArbiter | None = None
+    try:
+        first_job, first = share.job_id, share.current()
+        assert first_job is not None and first.active_jobs == 1
+        _stop(a)
+        b = _arbiter_at(tmp_path / "a", port)
+        b_ = b
+        wait_for("the job registered again", lambda: share.job_id in b_.core.queries, timeout=30)
+        assert share.job_id != first_job and share.reregistrations == 1
+        assert share.failovers == 0  # one address: the same arbiter, back
+        q = b.core.queries[share.job_id]
+        assert (q.name, q.user) == ("tpch-q5", "alice")
+        again = wait_for(
+            "an update from the new arbiter", lambda: share.updates > 1 and share.current()
+        )
+        assert again.epoch > first.epoch  # epochs keep increasing across arbiters
+        _halved_by_another_query(share, b)
+    finally:
+        job = share.job_id
+        share.end("tpch-q5")
+        if b is not None:
+            assert job not in b.core.queries  # end() unregistered the new job
+            _stop(b)
+        _stop(a)
+
+
+def test_arbiter_share_fails_over_to_the_next_address(tmp_path: Path) -> None:
+    """Two arbiters; the first goes: the source moves to the second (UNAVAILABLE), which does
+    not know the job (NOT_FOUND), registers the query there and follows its share."""
+    a, b = _arbiter_at(tmp_path / "a"), _arbiter_at(tmp_path / "b")
+    share = ArbiterShare(f"127.0.0.1:{a.port},127.0.0.1:{b.port}", user="alice")
+    try:
+        share.begin("tpch-q5")
+        first_job = share.job_id
+        assert first_job in a.core.queries and share.target == f"127.0.0.1:{a.port}"
+        _stop(a)
+        wait_for("the job registered at b", lambda: share.job_id in b.core.queries, timeout=30)
+        assert share.job_id != first_job and share.reregistrations == 1
+        assert share.target == f"127.0.0.1:{b.port}" and share.failovers >= 1
+        _halved_by_another_query(share, b)
+        # the plan switches of the new job reach b
+        share.report_switch(2.0, "p0", "p1", Share(4.0, 2048.0), (), ())
+        wait_for("the switch at b", lambda: list(b.telemetry.history.plan_switches))
+    finally:
+        share.end("tpch-q5")
+        _stop(a, b)
+
+
+def test_arbiter_share_registers_at_the_second_address_if_the_first_is_down(
+    tmp_path: Path,
+) -> None:
+    from hive_hooks.engine import free_port
+
+    b = _arbiter_at(tmp_path / "b")
+    share = ArbiterShare(f"127.0.0.1:{free_port()},127.0.0.1:{b.port}", rpc_timeout=2.0)
+    try:
+        share.begin("q")
+        assert share.job_id in b.core.queries and share.failovers == 1
+    finally:
+        share.end("q")
+        b.stop(0)
+
+
 def test_plan_switches_reach_the_arbiters_console(arbiter: RunningArbiter) -> None:
     share = ArbiterShare(f"localhost:{arbiter.port}", user="alice")
     share.begin("tpch-q5")
@@ -278,7 +377,8 @@ def test_plan_switches_reach_the_arbiters_console(arbiter: RunningArbiter) -> No
         assert (rec.vcores, rec.memory_mb, rec.cancelled, rec.reused) == (
             8.0, 4096.0, ("s3",), ("s1", "s2"),
         )  # fmt: skip
-        assert share.switches_reported == 1
+        # the server records the switch before it answers; the count follows the answer
+        wait_for("the switch acknowledged", lambda: share.switches_reported == 1, timeout=10)
         doc = arbiter.telemetry.history.to_json()
         assert doc["plan_switches"][0]["to_plan"] == "q5-p2"  # type: ignore[index]
         metric = arbiter.telemetry.registry.get_sample_value("yarn_arbiter_plan_switches_total")

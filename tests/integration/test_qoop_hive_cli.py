@@ -304,6 +304,15 @@ def test_help_explains_with_examples() -> None:
     assert code == 0 and "--scale" in out
 
 
+def test_arbiter_takes_the_addresses_of_an_ha_pair() -> None:
+    import io
+
+    from hive_hooks.beeline.args import build_parser, parse_args
+
+    ns = parse_args(build_parser(), ["--arbiter", "a:1,b:2", "-e", "SELECT 1"], io.StringIO())
+    assert ns.arbiter == "a:1,b:2"
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -317,6 +326,8 @@ def test_help_explains_with_examples() -> None:
         (["--silent=maybe"], "expected true or false"),
         (["--hiveconf", "novalue"], "expected KEY=VALUE"),
         (["--arbiter", "nohostport"], "expected HOST:PORT"),
+        (["--arbiter", "a:1,nohostport"], "expected HOST:PORT[,HOST:PORT...]"),
+        (["--arbiter", ","], "expected HOST:PORT[,HOST:PORT...]"),
         (["-u", "jdbc:hive2://h:1/d", "--arbiter", "a:1", "--share-profile", "0:1"], "not both"),
         (["engine", "restart"], "invalid choice: 'restart'"),
     ],

@@ -37,6 +37,13 @@ from pathlib import Path
 import httpx
 import psutil
 
+from yarn_bridge.local_hadoop.arbiters import (
+    ARBITER_IDS,
+    ARBITER_MAIN,
+    arbiter_roles,
+    start_arbiter,
+    wait_roles,
+)
 from yarn_bridge.local_hadoop.common import NM_CLASS, RM_CLASS, ZK_CLASS, HadoopError
 from yarn_bridge.local_hadoop.config import (
     LOG4J,
@@ -157,6 +164,8 @@ class LocalHadoop:
         if any(self.running().values()):
             raise HadoopError(f"a cluster already runs from {self.workdir} "
                               f"(yarn-arbiter hadoop down --workdir {self.workdir})")  # fmt: skip
+        if spec.arbiter_pair and not spec.ha:
+            raise HadoopError("--arbiter-pair runs on RM HA's ZooKeeper: add --ha")
         if spec.rm_webapp_port and port_busy(spec.rm_webapp_port):
             raise HadoopError(f"port {spec.rm_webapp_port} on 127.0.0.1 is busy: choose another "
                               "--rm-port or 0 for a free one")  # fmt: skip
@@ -233,6 +242,15 @@ class LocalHadoop:
             _wait(lambda: self._nodes_running(state) == spec.nodes, timeout_s,
                   f"{spec.nodes} NodeManagers to be RUNNING", *daemons)  # fmt: skip
             state = self._with_node_ids(state)
+            if spec.arbiter_pair:
+                for ha_id in ARBITER_IDS:  # one at a time: the first becomes the active
+                    daemons.append(start_arbiter(self.workdir, ha_id, state.zk_address,
+                                                 state.rm_urls))  # fmt: skip
+                    self._save(replace(state, daemons=tuple(daemons)))
+                    progress(f"arbiter {ha_id} starting at {daemons[-1].address} ...")
+                    wait_roles(daemons, {"active", "standby"} if ha_id == ARBITER_IDS[-1]
+                               else {"active"}, timeout_s)  # fmt: skip
+                state = replace(state, daemons=tuple(daemons))
         except BaseException:
             self._save(replace(state, daemons=tuple(daemons)))
             self.down()
@@ -384,6 +402,17 @@ class LocalHadoop:
         st = self.state()
         return None if st is None else self._active_rm(st)
 
+    def arbiter_roles(self) -> dict[str, str | None]:
+        """``{arb1: "active", arb2: "standby"}`` (empty: no arbiter pair; None: not answering)."""
+        st = self.state()
+        return {} if st is None else arbiter_roles(st.daemons)
+
+    def active_arbiter(self) -> Daemon | None:
+        """The arbiter daemon that serves now (None: none, or no pair)."""
+        st = self.state()
+        active = [n for n, r in self.arbiter_roles().items() if r == "active"]
+        return st.daemon(active[0]) if st is not None and active else None
+
     def status(self) -> dict:
         """Every daemon with pid, liveness and resident memory; the active RM; the nodes."""
         st = self.state()
@@ -400,8 +429,14 @@ class LocalHadoop:
                          "rss_mb": round(rss / 2**20), "webapp": d.webapp,
                          "node_id": d.node_id, "log": d.log})  # fmt: skip
         nodes = [{"id": n["id"], "state": n["state"]} for n in self._nodes(st)]
+        roles = arbiter_roles(st.daemons)
+        for r in rows:
+            if r["name"] in roles:
+                r["role"] = roles[r["name"]]
+        active_arb = next((n for n, role in roles.items() if role == "active"), None)
         return {"workdir": st.workdir, "running": any(r["alive"] for r in rows),
                 "active_rm": self._active_rm(st), "rm_urls": list(st.rm_urls),
+                "active_arbiter": active_arb, "arbiters": st.arbiter_addresses,
                 "client_conf": st.client_conf, "startup_s": st.startup_s,
                 "daemons": rows, "nodes": nodes}  # fmt: skip
 
@@ -422,6 +457,15 @@ class LocalHadoop:
         d = st.daemon(name)
         if _alive(d.pid, d.main_class):
             raise HadoopError(f"{name} is still running (pid {d.pid})")
+        if d.main_class == ARBITER_MAIN:
+            new = start_arbiter(self.workdir, name, st.zk_address, st.rm_urls,
+                                port=int(d.address.rsplit(":", 1)[1]),
+                                metrics_port=int(d.webapp.rsplit(":", 1)[1]))  # fmt: skip
+            st = replace(st, daemons=tuple(new if x.name == name else x for x in st.daemons))
+            self._save(st)
+            _wait(lambda: arbiter_roles([new])[name] in ("active", "standby"), timeout_s,
+                  f"arbiter {name} to join the election", new)  # fmt: skip
+            return st
         if d.main_class == KDC_CLASS:
             raise HadoopError("the KDC cannot be restarted (MiniKdc makes new keys at each start): "
                               "stop the cluster and start it again")  # fmt: skip
@@ -459,7 +503,9 @@ class LocalHadoop:
         if st is None:
             return []
         stopped = []
-        order = sorted(st.daemons, key=lambda d: {NM_CLASS: 0, RM_CLASS: 1}.get(d.main_class, 2))
+        # the arbiters first (each closes its ZooKeeper session), ZooKeeper and the KDC last
+        rank = {ARBITER_MAIN: -1, NM_CLASS: 0, RM_CLASS: 1}
+        order = sorted(st.daemons, key=lambda d: rank.get(d.main_class, 2))
         for d in order:
             if _alive(d.pid, d.main_class):
                 with contextlib.suppress(ProcessLookupError):

@@ -106,6 +106,8 @@ class LocalHadoopSpec:
     # principal is ``<kerberos_user>@EXAMPLE.COM`` (empty: the login name).
     kerberos: bool = False
     kerberos_user: str = ""
+    # an arbiter HA pair on the RM pair's ZooKeeper (needs ``ha``; local_hadoop/arbiters.py)
+    arbiter_pair: bool = False
 
 
 def _rm_ids(spec: LocalHadoopSpec) -> tuple[str, ...]:

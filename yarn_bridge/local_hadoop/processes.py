@@ -61,6 +61,7 @@ class Daemon:
     log: str
     webapp: str = ""  # http://127.0.0.1:PORT for RMs and NMs
     node_id: str = ""  # NMs: the node id the RM reports (host:port)
+    address: str = ""  # arbiters (arb1, arb2): their gRPC host:port
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ class ClusterState:
     @property
     def rm_url(self) -> str:
         return self.rm_urls[0]
+
+    @property
+    def arbiter_addresses(self) -> str:
+        """The arbiter pair's gRPC addresses, ``a:1,b:2`` (empty: no pair), what Agents,
+        ``submit --arbiter`` and ``qoop-hive --arbiter`` take."""
+        return ",".join(d.address for d in self.daemons if d.address)
 
     def daemon(self, name: str) -> Daemon:
         for d in self.daemons:
