@@ -49,12 +49,12 @@ def rm_urls_for(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     )
 
 
-def _client(args: argparse.Namespace, environ: Mapping[str, str]) -> RMClient:
+def _client(args: argparse.Namespace, urls: str) -> RMClient:
     options: dict[str, Any] = {"user": args.rm_user, "deadline": args.timeout}
-    auth = auth_hook_from_args(args)
+    auth = auth_hook_from_args(args)  # ValueError: a keytab or principal that cannot log in
     if auth is not None:
         options["auth"] = auth
-    return RMClient(rm_urls_for(args, environ), **options)
+    return RMClient(urls, **options)
 
 
 def _gpus(app: App) -> str:
@@ -136,8 +136,9 @@ def _cmd_kill(args: argparse.Namespace, rm: RMClient, out: TextIO) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     out, environ = sys.stdout, os.environ
+    urls = rm_urls_for(args, environ)  # no RM given: a usage error (exit 2), raised as before
     try:
-        with _client(args, environ) as rm:
+        with _client(args, urls) as rm:
             return {"list": _cmd_list, "status": _cmd_status, "kill": _cmd_kill}[args.app_cmd](
                 args, rm, out
             )
