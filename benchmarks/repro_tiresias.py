@@ -35,8 +35,8 @@ than the paper. The ratio depends mostly on contention: on days 35-42 alone it w
 512 GPUs (yarn-cs queueing 12,950 s), 1.08x on 640 and 1.04x on 768.
 
 Usage: ``python benchmarks/repro_tiresias.py [--quick] [--out PATH] [--engine serial|spark]
-[--master local[N]|yarn] [--sweep-out DIR]`` (the runs are sweep cells, :mod:`repro_sweep`; prints a table; ``--out``
-also writes the records as JSON).
+[--master local[N]|yarn] [--sweep-out DIR]`` (the runs are sweep cells, :mod:`repro_sweep`;
+prints a table; ``--out`` also writes the records as JSON).
 """
 
 from __future__ import annotations

@@ -73,7 +73,8 @@ SUMMARY_FIELDS = (
     "jobs", "finished", "skipped", "avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s",
     "avg_rho", "median_rho", "p99_rho", "max_rho", "apps", "avg_act_s", "avg_rho_app",
     "max_rho_app", "makespan_s", "gpu_time_s", "utilization", "placement_score",
-    "avg_queueing_s", "preemptions",
+    "avg_queueing_s", "preemptions", "num_gpus", "frac_rho_le_1", "apps_finished",
+    "busy_gpu_time_s", "decisions",
 )  # fmt: skip
 
 # Trace-loading options a cell may set beyond window, load and job count (Themis's job filter:
