@@ -312,10 +312,11 @@ def run_cell(cell: Cell, trace_path: str | None = None) -> dict[str, Any]:
 
 def _worst_app(run: Run) -> dict[str, Any] | None:
     """The app with the largest ρ_app (what the Themis reproduction names), or None."""
-    apps = [a for a in app_results(run.result) if a.rho is not None]
-    if not apps:
+    rated = [(a.rho, a) for a in app_results(run.result) if a.rho is not None]
+    if not rated:
         return None
-    a = max(apps, key=lambda x: x.rho)
+    top = max(rho for rho, _ in rated)
+    a = next(app for rho, app in rated if rho == top)  # the first, as max() would pick
     return {"app_id": a.app_id, "jobs": a.jobs, "rho": _plain(a.rho), "act_s": _plain(a.act_s),
             "isolated_act_s": _plain(a.isolated_act_s)}  # fmt: skip
 
