@@ -61,6 +61,8 @@ def _sweep(cells: Sequence[Cell], args: argparse.Namespace, out: Path) -> dict[s
     print(f"sweep: {len(cells)} cells ({len(cells) - len(todo)} already done in {out}), "
           f"engine {engine}" + (f" on {master}" if engine == "spark" else ""),
           file=sys.stderr)  # fmt: skip
+    if not todo:  # all done before: no engine to start
+        return {r["key"]: r for r in store.rows(cells)}
     execute(
         todo, store, out, engine=engine, master=master, queue=args.queue,
         executors=args.executors, hadoop_conf_dir=args.hadoop_conf_dir, all_cells=cells,
