@@ -166,3 +166,15 @@ def test_a_cells_load_options_reach_the_trace_and_its_worst_app_is_named() -> No
     worst = apps["worst_app"]
     assert worst["rho"] == pytest.approx(apps["max_rho_app"]) and worst["jobs"] >= 2
     assert worst["act_s"] == pytest.approx(worst["rho"] * worst["isolated_act_s"])
+
+
+def test_shipped_cluster_specs_load_from_the_package_zip_executors_import(tmp_path: Path) -> None:
+    # On YARN the executors import arbiter from the zip the sweep ships (addPyFile), not a folder.
+    zipped = package_zip(tmp_path / "arbiter-sweep.zip")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import arbiter.cluster as c; "
+            "assert c.__file__.startswith(sys.argv[1]), c.__file__; "
+            "print(c.load_cluster('themis-testbed').num_gpus)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code, str(zipped)], capture_output=True,
+                          text=True, cwd=tmp_path, env={"PATH": os.environ.get("PATH", "")})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == load_cluster("themis-testbed").num_gpus
