@@ -6,6 +6,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ from arbiter.sim.sweep import (
     run_cell,
     run_serial,
 )
+from arbiter.sim.sweep_spark import package_zip
 
 TRACE = "tiresias/60_job.csv"
 
@@ -174,7 +178,8 @@ def test_shipped_cluster_specs_load_from_the_package_zip_executors_import(tmp_pa
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import arbiter.cluster as c; "
             "assert c.__file__.startswith(sys.argv[1]), c.__file__; "
             "print(c.load_cluster('themis-testbed').num_gpus)")  # fmt: skip
+    env = {"PATH": os.environ.get("PATH", "")}  # no PYTHONPATH: only the zip has arbiter
     done = subprocess.run([sys.executable, "-c", code, str(zipped)], capture_output=True,
-                          text=True, cwd=tmp_path, env={"PATH": os.environ.get("PATH", "")})  # fmt: skip
+                          text=True, cwd=tmp_path, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == load_cluster("themis-testbed").num_gpus
