@@ -9,8 +9,11 @@ grid parallelises by cell. This module is the part that does not depend on where
   are one.
 * :func:`grid` expands the command line's lists into cells (knob values are a grid too:
   ``themis:fairness_knob=0.8|0.9,lease_s=300|600`` is four settings of Themis).
-* :func:`run_cell` runs one cell and returns its row: the cell's fields and the simulator's
-  summary (:func:`arbiter.sim.metrics.summarize`). The isolated denominators (per job and per
+* :func:`run_cell` runs one cell and returns its row: the cell's fields, the simulator's
+  summary (:func:`arbiter.sim.metrics.summarize`) and the app with the largest ρ_app
+  (``worst_app``). A cell may also filter its trace's jobs (:data:`LOAD_OPTIONS`, e.g. Themis's
+  1-8 GPUs and 30 min to 1 day), which the reproduction benchmarks use
+  (``benchmarks/repro_sweep.py``). The isolated denominators (per job and per
   app) depend only on the jobs and the cluster, so a process computes them once per job set and
   reuses them for every policy of that set (:func:`_denominators`).
 * :class:`SweepStore` is the output folder: one JSON file per finished cell, written atomically
