@@ -315,17 +315,20 @@ def load_cluster(spec: str | Path) -> Cluster:
     if isinstance(spec, str) and spec.split(":", 1)[0] in ("gavel", "nodes") and ":" in spec:
         return shorthand_cluster(spec)
     path = Path(spec)
-    if not path.exists():
-        shipped = shipped_specs()
-        if str(spec) in shipped:
-            path = shipped[str(spec)]
-        else:
+    if path.exists():
+        text = path.read_text()
+    else:
+        # A shipped spec read through importlib.resources: the package may be imported from a
+        # zip (a sweep's Spark executors on YARN, arbiter.sim.sweep_spark), not a folder.
+        shipped = resources.files("arbiter") / "specs" / f"{spec}.yaml"
+        if not shipped.is_file():
             raise ClusterSpecError(
                 f"cluster spec {str(spec)!r}: no such file and not a shipped spec "
-                f"(shipped: {', '.join(sorted(shipped))})"
+                f"(shipped: {', '.join(sorted(shipped_specs()))})"
             )
+        text = shipped.read_text()
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ClusterSpecError(f"cluster spec {str(path)!r}: invalid YAML: {exc}") from exc
     return parse_cluster(doc)

@@ -42,7 +42,9 @@ modelled. Quick: workload-6 at load 1.0. Full: workloads 1-8 at loads 1.0 and 1.
 * Baselines come from the registry (``make_policy``); a baseline that fails to build or run is
   an error, not a missing record.
 
-Usage: ``python benchmarks/repro_afs.py [--quick] [--mode elastic|gang] [--out PATH]``.
+Usage: ``python benchmarks/repro_afs.py [--quick] [--mode elastic|gang] [--out PATH]
+[--engine serial|spark] [--master local[N]|yarn] [--sweep-out DIR]`` (the runs are sweep cells,
+:mod:`repro_sweep`).
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ import sys
 import time
 from pathlib import Path
 
-from arbiter.cluster import shorthand_cluster
-from arbiter.sim.engine import isolated_run
-from arbiter.sim.run import load_jobs, run_policy
+from arbiter.sim.sweep import Cell, grid
 from arbiter.tables import format_table
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from repro_sweep import Rows, add_engine_args, row, run_cells
 
 CLUSTER = "nodes:16:4"
 QUANTUM_S = 900.0  # module docstring
@@ -91,35 +95,50 @@ def _geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def measure(quick: bool = False, mode: str = "elastic") -> dict:
-    """Average JCT of every policy the claims need, per trace, and of ``tiresias-1h`` (the
-    thesis's (2, 1 h) default, for the record)."""
+def _cells(quick: bool, mode: str) -> dict[str, dict[str, Cell]]:
+    """Trace -> label -> cell: every policy the claims need, and ``tiresias-1h`` (the thesis's
+    (2, 1 h) default, for the record), seed 0 on ``CLUSTER``."""
     if mode not in ("gang", "elastic"):
         raise ValueError(f"mode must be elastic or gang, got {mode!r}")
     elastic = mode == "elastic"
-    cluster = shorthand_cluster(CLUSTER)
     names = sorted({c[1] for c in CLAIMS} | {c[2] for c in CLAIMS})
-    out: dict = {"elastic": elastic, "traces": {}}
+    out: dict[str, dict[str, Cell]] = {}
     for trace in traces(quick):
-        jobs = load_jobs(trace)
-        iso = isolated_run(jobs, cluster)
-        row: dict = {}
-        for name in names:
-            t0 = time.perf_counter()
-            run = run_policy(jobs, cluster, name, isolated=iso, **_knobs(name, elastic))
-            row[name] = run.summary["avg_jct_s"]
-            print(f"  {trace} {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        row["tiresias-1h"] = run_policy(jobs, cluster, "tiresias", isolated=iso).summary[
-            "avg_jct_s"
-        ]
-        out["traces"][trace] = row
+        labelled = {
+            name: grid([trace], [name], [0], [CLUSTER], knobs={name: [_knobs(name, elastic)]})[0]
+            for name in names
+        }  # fmt: skip
+        labelled["tiresias-1h"] = grid([trace], ["tiresias"], [0], [CLUSTER])[0]
+        out[trace] = labelled
     return out
 
 
-def claims(quick: bool = False, *, mode: str = "elastic") -> list[dict]:
+def cells(quick: bool = False, mode: str = "elastic") -> list[Cell]:
+    return [c for row in _cells(quick, mode).values() for c in row.values()]
+
+
+def measure(rows: Rows, quick: bool = False, mode: str = "elastic") -> dict:
+    """Average JCT of every policy the claims need, per trace, from the cells' rows."""
+    return {
+        "elastic": mode == "elastic",
+        "traces": {
+            trace: {label: row(rows, cell)["avg_jct_s"] for label, cell in labelled.items()}
+            for trace, labelled in _cells(quick, mode).items()
+        },
+    }
+
+
+def claims(
+    quick: bool = False, args: argparse.Namespace | None = None, *, mode: str = "elastic"
+) -> list[dict]:
     """One record per claim (module docstring): claim, trace, paper_ratio, our_ratio, note, and
-    mode, our_ratio_geomean, per_trace, afs_avg_jct_s, baseline_avg_jct_s."""
-    m = measure(quick, mode)
+    mode, our_ratio_geomean, per_trace, afs_avg_jct_s, baseline_avg_jct_s; the runs are sweep
+    cells on the engine ``args`` names (serial without)."""
+    return claims_from_rows(run_cells(cells(quick, mode), args), quick, mode=mode)
+
+
+def claims_from_rows(rows: Rows, quick: bool = False, *, mode: str = "elastic") -> list[dict]:
+    m = measure(rows, quick, mode)
     elastic = m["elastic"]
     trace_label = ", ".join(m["traces"]) + f" on {CLUSTER}"
     records = []
@@ -217,9 +236,10 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="one workload (< 60 s)")
     ap.add_argument("--mode", default="elastic", choices=("elastic", "gang"))
     ap.add_argument("--out", type=Path, help="also write the records as JSON here")
+    add_engine_args(ap)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    records = claims(args.quick, mode=args.mode)
+    records = claims(args.quick, args, mode=args.mode)
     print(
         format_table(
             ["claim", "paper", "ours (best)", "ours (geomean)", "AFS avg JCT s",

@@ -17,8 +17,9 @@ not a record.
 
 ``claims(quick)`` returns records with ``claim``, ``trace``, ``paper_ratio``, ``our_ratio``
 (baseline max ρ_app / Themis max ρ_app: > 1 means Themis wins here as in the paper), ``note``,
-and the two max ρ values. ``python benchmarks/repro_themis_baselines.py [--quick] [--out PATH]``
-prints a table.
+and the two max ρ values; the runs are sweep cells (:mod:`repro_sweep`).
+``python benchmarks/repro_themis_baselines.py [--quick] [--out PATH] [--engine serial|spark]
+[--master local[N]|yarn] [--sweep-out DIR]`` prints a table.
 """
 
 from __future__ import annotations
@@ -26,22 +27,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-from arbiter.cluster import Cluster, load_cluster
 from arbiter.rounds import DEFAULT_FAIRNESS_KNOB
-from arbiter.sim.apps import group_into_apps
-from arbiter.sim.engine import isolated_run
-from arbiter.sim.metrics import app_results
-from arbiter.sim.perf import SimJob
-from arbiter.sim.run import Run, app_denominator, load_jobs, run_policy
+from arbiter.sim.sweep import Cell, grid
 from arbiter.tables import format_table
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_themis import PAPER_MAX_RHO_GAIN  # 2.25, the Tiresias (LAS) claim
+from repro_sweep import Rows, add_engine_args, row, run_cells
+from sim_themis import (
+    LOAD,  # sim_themis.py's jobs: 1-8 GPUs, 30 min to 1 day
+    PAPER_MAX_RHO_GAIN,  # 2.25, the Tiresias (LAS) claim
+)
 
 PAPER = {"gandiva": 2.2, "tiresias": PAPER_MAX_RHO_GAIN, "optimus": 1.75}
 THEMIS_KNOB = DEFAULT_FAIRNESS_KNOB  # the headline row runs the default f (0.9; note: 0.8)
@@ -65,53 +63,59 @@ NOTES = {
 }
 
 
-def _worst(run: Run) -> str:
-    """The app with the largest ρ, in words."""
-    a = max((x for x in app_results(run.result) if x.rho is not None), key=lambda x: x.rho)
+def _worst(r: dict) -> str:
+    """The app with the largest ρ (the cell row's ``worst_app``), in words."""
+    a = r["worst_app"]
     return (
-        f"worst app {a.app_id} ({a.jobs} job{'s' * (a.jobs > 1)}): ρ {a.rho:.2f}, "
-        f"done {a.act_s:,.0f} s after arrival against {a.isolated_act_s:,.0f} s isolated"
+        f"worst app {a['app_id']} ({a['jobs']} job{'s' * (a['jobs'] > 1)}): ρ {a['rho']:.2f}, "
+        f"done {a['act_s']:,.0f} s after arrival against {a['isolated_act_s']:,.0f} s isolated"
     )
 
 
-def workload(quick: bool) -> tuple[Cluster, list[SimJob], str]:
-    """``sim_themis.py``'s jobs as hyper-parameter apps of 1-15 consecutive jobs."""
-    days = 0.5 if quick else 2.0
-    window = (40 * 86400.0, (40 + days) * 86400.0)
-    cluster = load_cluster("themis-testbed")
-    jobs = load_jobs(
-        "philly/philly.csv", cluster=cluster, time_window=window, target_load=1.0,
-        max_gpus=8, min_duration_s=1800, max_duration_s=86400, seed=0,
-    )  # fmt: skip
-    jobs = group_into_apps(jobs, "hyperparameter", (1, 15), seed=0)
-    apps = len({j.app_id for j in jobs})
-    return cluster, jobs, (f"philly days 40-{40 + days:g} as {apps} hyper-parameter apps "
-                           f"({len(jobs)} jobs), themis-testbed")  # fmt: skip
+WINDOW_DAYS = {False: 2.0, True: 0.5}  # sim_themis.py's spans (full, quick)
 
 
-def claims(quick: bool = False, log: Callable[[str], None] | None = None) -> list[dict]:
-    cluster, jobs, trace = workload(quick)
-    iso = isolated_run(jobs, cluster)
-    iso_apps = app_denominator(jobs, cluster, iso)
-    runs: dict[str, Run] = {}
-    configs = [("themis", {"fairness_knob": THEMIS_KNOB})]
+def _cells(quick: bool) -> dict[str, Cell]:
+    """Label -> cell: ``sim_themis.py``'s jobs as hyper-parameter apps of 1-15 consecutive jobs
+    on the Themis testbed, seed 0; Themis at ``THEMIS_KNOB`` (and at the paper's 0.8), the
+    paper's baselines and ``las``."""
+    days = WINDOW_DAYS[quick]
+    common = {
+        "window": (40 * 86400.0, (40 + days) * 86400.0), "target_load": 1.0, "load": LOAD,
+        "app_kind": "hyperparameter", "jobs_per_app": (1, 15),
+    }  # fmt: skip
+    configs: list[tuple[str, dict]] = [("themis", {"fairness_knob": THEMIS_KNOB})]
     if THEMIS_KNOB != 0.8:
         configs.append(("themis f=0.8", {"fairness_knob": 0.8}))
     configs += [(name, {}) for name in (*PAPER, "las")]
-    for label, knobs in configs:
-        t0 = time.perf_counter()
-        runs[label] = run_policy(jobs, cluster, label.split()[0], isolated=iso,
-                                 isolated_apps=iso_apps, **knobs)  # fmt: skip
-        if log:
-            took = time.perf_counter() - t0
-            log(f"  {label}: max ρ (app) {runs[label].summary['max_rho_app']:.2f} ({took:.0f} s)")
-    themis = runs["themis"].summary["max_rho_app"]
-    at_paper_f = runs.get("themis f=0.8", runs["themis"]).summary["max_rho_app"]
-    las = runs["las"].summary["max_rho_app"]
+    return {
+        label: grid(["philly/philly.csv"], [label.split()[0]], [0], ["themis-testbed"],
+                    knobs={label.split()[0]: [knobs]}, **common)[0]
+        for label, knobs in configs
+    }  # fmt: skip
+
+
+def cells(quick: bool = False) -> list[Cell]:
+    return list(_cells(quick).values())
+
+
+def claims(quick: bool = False, args: argparse.Namespace | None = None) -> list[dict]:
+    """The records, from the cells run on the engine ``args`` names (serial without)."""
+    return claims_from_rows(run_cells(cells(quick), args), quick)
+
+
+def claims_from_rows(rows_: Rows, quick: bool = False) -> list[dict]:
+    runs = {label: row(rows_, cell) for label, cell in _cells(quick).items()}
+    first = runs["themis"]
+    trace = (f"philly days 40-{40 + WINDOW_DAYS[quick]:g} as {first['apps']} hyper-parameter "
+             f"apps ({first['jobs']} jobs), themis-testbed")  # fmt: skip
+    themis = runs["themis"]["max_rho_app"]
+    at_paper_f = runs.get("themis f=0.8", runs["themis"])["max_rho_app"]
+    las = runs["las"]["max_rho_app"]
     themis_note = f"Themis (f = {THEMIS_KNOB}): {_worst(runs['themis'])}."
     out = []
     for name, paper in PAPER.items():
-        base = runs[name].summary["max_rho_app"]
+        base = runs[name]["max_rho_app"]
         note = NOTES[name]
         if name == "tiresias":
             note += (f" Themis's reading, las by app service: max ρ {las:.2f}, "
@@ -137,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a 12-hour window (< 60 s)")
     ap.add_argument("--out", type=Path, help="also write the records as JSON")
+    add_engine_args(ap)
     args = ap.parse_args(argv)
-    recs = claims(args.quick, log=lambda m: print(m, file=sys.stderr))
+    recs = claims(args.quick, args)
     print(format_table(
         ["claim", "paper", "ours", "themis max ρ", "baseline max ρ"],
         [[r["claim"], _fmt(r["paper_ratio"]), _fmt(r["our_ratio"]),

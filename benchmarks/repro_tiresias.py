@@ -34,8 +34,9 @@ tiresias-gittins 1.23x, median 2.26x; quick 1.36x / 1.36x / 2.98x. Tiresias wins
 than the paper. The ratio depends mostly on contention: on days 35-42 alone it was 1.69x on
 512 GPUs (yarn-cs queueing 12,950 s), 1.08x on 640 and 1.04x on 768.
 
-Usage: ``python benchmarks/repro_tiresias.py [--quick] [--out PATH]`` (prints a table; ``--out``
-also writes the records as JSON).
+Usage: ``python benchmarks/repro_tiresias.py [--quick] [--out PATH] [--engine serial|spark]
+[--master local[N]|yarn] [--sweep-out DIR]`` (the runs are sweep cells, :mod:`repro_sweep`;
+prints a table; ``--out`` also writes the records as JSON).
 """
 
 from __future__ import annotations
@@ -49,8 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arbiter.cluster import shorthand_cluster
-from arbiter.sim.run import load_jobs, run_policy
+from arbiter.sim.run import load_jobs
+from arbiter.sim.sweep import Cell, grid
 from arbiter.tables import format_table
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from repro_sweep import Rows, add_engine_args, row, run_cells
 
 PAPER_AVG = {"tiresias": 2.41, "tiresias-gittins": round(2.41 / 0.97, 2)}  # Table 3.6
 PAPER_MEDIAN = {"tiresias": 30.85}
@@ -75,8 +81,19 @@ FULL = Setup("nodes:78:8", (35.0, 49.0))
 QUICK = Setup("nodes:32:4", (35.0, 49.0), target_load=0.89)
 
 
-def run_setup(setup: Setup, policies=POLICIES, log=None) -> tuple[dict, dict]:
-    """Summaries per policy, and facts about the workload."""
+def cells(quick: bool = False) -> list[Cell]:
+    """One cell per policy: the setup's Philly span on its cluster, seed 0."""
+    setup = QUICK if quick else FULL
+    cluster = shorthand_cluster(setup.cluster)
+    return grid(
+        ["philly/philly.csv"], list(POLICIES), [0], [setup.cluster],
+        window=(setup.days[0] * 86400.0, setup.days[1] * 86400.0),
+        target_load=setup.target_load, load={"max_gpus": setup.max_gpus or cluster.num_gpus},
+    )  # fmt: skip
+
+
+def _facts(setup: Setup) -> dict:
+    """Facts about the workload (no simulation: the trace as the cells load it)."""
     cluster = shorthand_cluster(setup.cluster)
     jobs = load_jobs(
         "philly/philly.csv", cluster=cluster,
@@ -84,19 +101,11 @@ def run_setup(setup: Setup, policies=POLICIES, log=None) -> tuple[dict, dict]:
         target_load=setup.target_load, max_gpus=setup.max_gpus or cluster.num_gpus,
     )  # fmt: skip
     span = (setup.days[1] - setup.days[0]) * 86400.0
-    facts = {
+    return {
         "jobs": len(jobs),
         "gpus": cluster.num_gpus,
         "offered_load": sum(j.work * j.gang for j in jobs) / (span * cluster.num_gpus),
     }
-    out = {}
-    for name in policies:
-        t0 = time.perf_counter()
-        out[name] = run_policy(jobs, cluster, name, isolated={}).summary  # JCT only: no ρ
-        out[name]["wall_s"] = time.perf_counter() - t0
-        if log:
-            log(f"  {name}: {out[name]['wall_s']:.1f} s")
-    return out, facts
 
 
 def _note(runs: dict, facts: dict, policy: str) -> str:
@@ -122,9 +131,15 @@ def _note(runs: dict, facts: dict, policy: str) -> str:
     return text
 
 
-def claims(quick: bool = False, log=None) -> list[dict]:
+def claims(quick: bool = False, args: argparse.Namespace | None = None) -> list[dict]:
+    """The records, from the cells run on the engine ``args`` names (serial without)."""
+    return claims_from_rows(run_cells(cells(quick), args), quick)
+
+
+def claims_from_rows(rows: Rows, quick: bool = False) -> list[dict]:
     setup = QUICK if quick else FULL
-    runs, facts = run_setup(setup, log=log)
+    runs = {c.policy: row(rows, c) for c in cells(quick)}
+    facts = _facts(setup)
     y = runs["yarn-cs"]
     out = []
     for policy, paper in PAPER_AVG.items():
@@ -151,7 +166,7 @@ def claims(quick: bool = False, log=None) -> list[dict]:
     for rec in out:
         rec["runs"] = {
             name: {k: s[k] for k in ("avg_jct_s", "median_jct_s", "p95_jct_s",
-                                     "avg_queueing_s", "preemptions", "wall_s")}
+                                     "avg_queueing_s", "preemptions")}
             for name, s in runs.items()
         }  # fmt: skip
     return out
@@ -161,9 +176,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path, help="also write the records as JSON here")
+    add_engine_args(ap)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    records = claims(args.quick, log=lambda msg: print(msg, file=sys.stderr))
+    records = claims(args.quick, args)
     print(
         format_table(
             ["claim", "paper", "ours", "trace"],
@@ -177,10 +193,10 @@ def main(argv=None) -> int:
     print(
         format_table(
             ["policy", "avg JCT s", "median JCT s", "p95 JCT s", "avg queueing s",
-             "preemptions", "wall s"],
+             "preemptions"],
             [[name, f"{s['avg_jct_s']:,.0f}", f"{s['median_jct_s']:,.0f}",
-              f"{s['p95_jct_s']:,.0f}", f"{s['avg_queueing_s']:,.0f}", str(s["preemptions"]),
-              f"{s['wall_s']:.0f}"] for name, s in runs.items()],
+              f"{s['p95_jct_s']:,.0f}", f"{s['avg_queueing_s']:,.0f}", str(s["preemptions"])]
+             for name, s in runs.items()],
         )
     )  # fmt: skip
     if args.out:

@@ -16,8 +16,11 @@ placement-sensitive ones. This benchmark replays, on the Themis testbed cluster
 Reported beside the paper: max ρ of LAS / max ρ of Themis (paper 2.25), GPU time of Themis /
 LAS, avg ρ, avg JCT, placement score. All runs share one isolated run (the ρ denominator).
 
-Usage: ``python benchmarks/sim_themis.py [--quick] [--out PATH]`` (``--quick``: a 12-hour window,
-f = 0.8 only).
+The runs are sweep cells (:mod:`repro_sweep`): ``--engine spark`` / ``--master local[N]|yarn``
+run them as Spark tasks, ``--sweep-out DIR`` keeps them (a rerun resumes).
+
+Usage: ``python benchmarks/sim_themis.py [--quick] [--out PATH] [--engine serial|spark]
+[--master local[N]|yarn] [--sweep-out DIR]`` (``--quick``: a 12-hour window, f = 0.8 only).
 """
 
 from __future__ import annotations
@@ -26,16 +29,19 @@ import argparse
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 from arbiter.cluster import load_cluster
-from arbiter.sim.engine import isolated_run
-from arbiter.sim.run import load_jobs, run_policy
+from arbiter.sim.sweep import SUMMARY_FIELDS, grid
 from arbiter.tables import format_table
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from repro_sweep import add_engine_args, row, run_cells
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAPER_MAX_RHO_GAIN = 2.25
+LOAD = {"max_gpus": 8, "min_duration_s": 1800, "max_duration_s": 86400}  # the jobs (docstring)
 
 
 def main(argv=None) -> int:
@@ -45,27 +51,32 @@ def main(argv=None) -> int:
     ap.add_argument("--load", type=float, default=1.0, help="offered load (default 1.0)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path)
+    add_engine_args(ap)
     args = ap.parse_args(argv)
 
     days = 0.5 if args.quick else 2.0
     window = (40 * 86400.0, (40 + days) * 86400.0)
-    cluster = load_cluster(args.cluster)
-    jobs = load_jobs(
-        "philly/philly.csv", cluster=cluster, time_window=window, target_load=args.load,
-        max_gpus=8, min_duration_s=1800, max_duration_s=86400, seed=args.seed,
-    )  # fmt: skip
-    print(f"{len(jobs)} jobs on {cluster.name} ({cluster.num_gpus} GPUs)", file=sys.stderr)
-    iso = isolated_run(jobs, cluster)
     configs = [("fifo", {}), ("las", {})] + [
         (f"themis f={f}", {"fairness_knob": f})
         for f in ((0.8,) if args.quick else (0.8, 0.9, 0.95))
     ]
+    # One sweep cell per configuration: the same jobs (seeded sample), one shared isolated run.
+    labelled = {
+        label: grid(
+            ["philly/philly.csv"], [label.split()[0]], [args.seed], [args.cluster],
+            knobs={label.split()[0]: [knobs]}, window=window, target_load=args.load, load=LOAD,
+        )[0]
+        for label, knobs in configs
+    }  # fmt: skip
+    got = run_cells(list(labelled.values()), args)
+    cluster = load_cluster(args.cluster)
     rows = []
-    for label, knobs in configs:
-        t0 = time.perf_counter()
-        run = run_policy(jobs, cluster, label.split()[0], isolated=iso, seed=args.seed, **knobs)
-        rows.append({"label": label, **run.summary, "wall_s": time.perf_counter() - t0})
-        print(f"  {label}: {rows[-1]['wall_s']:.1f} s", file=sys.stderr)
+    for label, cell in labelled.items():
+        r = row(got, cell)
+        rows.append({"label": label, "policy": cell.policy, "cluster": cluster.name,
+                     **{k: r[k] for k in SUMMARY_FIELDS}, "wall_s": r["wall_s"]})  # fmt: skip
+    jobs = rows[0]["jobs"]
+    print(f"{jobs} jobs on {cluster.name} ({cluster.num_gpus} GPUs)", file=sys.stderr)
     las = next(r for r in rows if r["label"] == "las")
     for r in rows:
         r["max_rho_gain_vs_las"] = las["max_rho"] / r["max_rho"]
@@ -89,7 +100,7 @@ def main(argv=None) -> int:
     doc = {
         "machine": platform.platform(),
         "cluster": cluster.name,
-        "jobs": len(jobs),
+        "jobs": jobs,
         "window_s": window,
         "load": args.load,
         "paper_max_rho_gain": PAPER_MAX_RHO_GAIN,

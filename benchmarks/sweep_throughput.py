@@ -6,18 +6,26 @@ Pollux's workloads 1-4 (160 jobs, ``nodes:16:4``) under fifo and las, 8 cells of
 second, where Spark's start-up (a JVM, a Python worker per slot) is most of the run.
 Both engines run the same cells into fresh folders; each is timed as a whole command
 (``yarn-arbiter sweep``, so Spark's start-up counts), and the rows of the two are checked equal.
-``--yarn-conf DIR`` adds a third run with ``--master yarn`` (e.g. the ``etc/client`` folder of
-``yarn-arbiter hadoop up``).
+``--yarn`` adds a third run with ``--master yarn`` (two executors, queue ``default``) on the
+local YARN, started for the run by :mod:`yarn_bridge.local_hadoop` (ResourceManager and two
+NodeManagers from the cached jars, as ``tests/engine/test_sweep_yarn.py`` does) and stopped
+after it; its start-up is reported apart and not counted in the sweep's wall time.
+``--yarn-workdir DIR`` uses a local YARN already running from DIR (``yarn-arbiter hadoop up``),
+``--yarn-conf DIR`` any YARN by its client configuration (``HADOOP_CONF_DIR``). On YARN each
+sweep also pays for its ApplicationMaster container and two executor containers (a JVM and a
+Python worker each) before the first cell runs.
 
 On this 2-core machine the ceiling is 2x (two task slots); Spark's JVM and the driver's
 threads take some of the same two cores.
 
-Usage: ``python benchmarks/sweep_throughput.py [--quick] [--yarn-conf DIR] [--out PATH]``.
+Usage: ``python benchmarks/sweep_throughput.py [--quick] [--yarn | --yarn-workdir DIR |
+--yarn-conf DIR] [--out PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -25,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from arbiter.tables import format_table
@@ -47,10 +56,45 @@ def run(args: list[str], out: Path, env: dict[str, str] | None = None) -> tuple[
     return wall, rows
 
 
+@contextlib.contextmanager
+def local_yarn(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[dict[str, str] | None, dict]]:
+    """The environment for ``--master yarn`` (None without a YARN option) and facts about it;
+    a YARN started here is stopped on the way out, whatever happens."""
+    if a.yarn_conf:
+        yield {**os.environ, "HADOOP_CONF_DIR": str(a.yarn_conf.resolve())}, {"yarn": "given"}
+        return
+    if not (a.yarn or a.yarn_workdir):
+        yield None, {}
+        return
+    from yarn_bridge.local_hadoop import LocalHadoop, LocalHadoopSpec
+
+    if a.yarn_workdir:
+        state = LocalHadoop(a.yarn_workdir).state()
+        if state is None:
+            raise SystemExit(f"--yarn-workdir {a.yarn_workdir}: no local YARN state there")
+        env = {**os.environ, "JAVA_HOME": state.java_home, "HADOOP_CONF_DIR": state.client_conf}
+        yield env, {"yarn": f"running in {a.yarn_workdir}"}
+        return
+    workdir = tmp / "yarn"
+    local = LocalHadoop(workdir)
+    t0 = time.perf_counter()
+    try:
+        state = local.up(LocalHadoopSpec(workdir))
+        started = time.perf_counter() - t0
+        print(f"local YARN up in {started:.0f} s", file=sys.stderr)
+        env = {**os.environ, "JAVA_HOME": state.java_home, "HADOOP_CONF_DIR": state.client_conf}
+        yield env, {"yarn": "started for this run (RM + 2 NMs x 4 GPUs)", "yarn_up_s": started}
+    finally:
+        local.down()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--yarn-conf", type=Path, help="HADOOP_CONF_DIR of a YARN to run on too")
+    yarn = ap.add_mutually_exclusive_group()
+    yarn.add_argument("--yarn", action="store_true", help="also run on a local YARN started here")
+    yarn.add_argument("--yarn-workdir", type=Path, help="also run on the local YARN running here")
+    yarn.add_argument("--yarn-conf", type=Path, help="HADOOP_CONF_DIR of a YARN to run on too")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.quick:
@@ -64,11 +108,11 @@ def main() -> int:
         ("serial", ["--engine", "serial"], None),
         ("spark local[2]", ["--master", "local[2]"], None),
     ]
-    if a.yarn_conf:
-        env = {**os.environ, "HADOOP_CONF_DIR": str(a.yarn_conf.resolve())}
-        engines.append(("spark yarn (2 executors)", ["--master", "yarn", "--executors", "2"], env))
     results, reference = [], None
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, local_yarn(a, Path(tmp)) as (yarn_env, facts):
+        if yarn_env is not None:
+            engines.append(("spark yarn (2 executors)", ["--master", "yarn", "--executors", "2"],
+                            yarn_env))  # fmt: skip
         for i, (name, extra, env) in enumerate(engines):
             wall, rows = run(grid + extra, Path(tmp) / f"e{i}", env)
             cells_s = sum(r["wall_s"] for r in rows.values())
@@ -94,7 +138,7 @@ def main() -> int:
          for r in results],
     ))  # fmt: skip
     doc = {"grid": {"traces": traces, "policies": policies, "seeds": seeds, "options": extra},
-           "results": results,
+           "results": results, **facts,
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}  # fmt: skip
     out = a.out or RESULTS / ("sweep_throughput_quick.json" if a.quick else "sweep_throughput.json")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,11 @@ grid parallelises by cell. This module is the part that does not depend on where
   are one.
 * :func:`grid` expands the command line's lists into cells (knob values are a grid too:
   ``themis:fairness_knob=0.8|0.9,lease_s=300|600`` is four settings of Themis).
-* :func:`run_cell` runs one cell and returns its row: the cell's fields and the simulator's
-  summary (:func:`arbiter.sim.metrics.summarize`). The isolated denominators (per job and per
+* :func:`run_cell` runs one cell and returns its row: the cell's fields, the simulator's
+  summary (:func:`arbiter.sim.metrics.summarize`) and the app with the largest ρ_app
+  (``worst_app``). A cell may also filter its trace's jobs (:data:`LOAD_OPTIONS`, e.g. Themis's
+  1-8 GPUs and 30 min to 1 day), which the reproduction benchmarks use
+  (``benchmarks/repro_sweep.py``). The isolated denominators (per job and per
   app) depend only on the jobs and the cluster, so a process computes them once per job set and
   reuses them for every policy of that set (:func:`_denominators`).
 * :class:`SweepStore` is the output folder: one JSON file per finished cell, written atomically
@@ -51,10 +54,12 @@ from arbiter.config import parse_knobs
 from arbiter.policies import POLICIES
 from arbiter.sim.apps import APP_KINDS, group_into_apps
 from arbiter.sim.engine import isolated_run
+from arbiter.sim.metrics import app_results
 from arbiter.sim.perf import SimJob
-from arbiter.sim.run import app_denominator, load_jobs, run_policy
+from arbiter.sim.run import Run, app_denominator, load_jobs, run_policy
 
 __all__ = [
+    "LOAD_OPTIONS",
     "SUMMARY_FIELDS",
     "Cell",
     "SweepError",
@@ -71,7 +76,13 @@ SUMMARY_FIELDS = (
     "jobs", "finished", "skipped", "avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s",
     "avg_rho", "median_rho", "p99_rho", "max_rho", "apps", "avg_act_s", "avg_rho_app",
     "max_rho_app", "makespan_s", "gpu_time_s", "utilization", "placement_score",
+    "avg_queueing_s", "preemptions", "num_gpus", "frac_rho_le_1", "apps_finished",
+    "busy_gpu_time_s", "decisions",
 )  # fmt: skip
+
+# Trace-loading options a cell may set beyond window, load and job count (Themis's job filter:
+# ``max_gpus=8, min_duration_s=1800, max_duration_s=86400``), as :func:`load_jobs` names them.
+LOAD_OPTIONS = ("max_gpus", "min_duration_s", "max_duration_s")
 
 
 ALL_POLICIES = (*sorted(POLICIES), "isolated")
@@ -122,6 +133,7 @@ class Cell:
     max_jobs: int | None = None
     app_kind: str = "single"
     jobs_per_app: tuple[int, int] = (1, 15)
+    load: tuple[tuple[str, Any], ...] = ()  # LOAD_OPTIONS, sorted (name, value) pairs
 
     @property
     def key(self) -> str:
@@ -133,7 +145,7 @@ class Cell:
     def jobset(self) -> tuple:
         """What the jobs and the isolated denominators depend on (not the policy or knobs)."""
         return (self.trace, self.cluster, self.seed, self.window, self.target_load,
-                self.max_jobs, self.app_kind, self.jobs_per_app)  # fmt: skip
+                self.max_jobs, self.app_kind, self.jobs_per_app, self.load)  # fmt: skip
 
     def knob_text(self) -> str:
         return ",".join(f"{k}={v}" for k, v in self.knobs)
@@ -141,18 +153,28 @@ class Cell:
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["knobs"] = [list(kv) for kv in self.knobs]
+        if self.load:
+            doc["load"] = [list(kv) for kv in self.load]
+        else:
+            del doc["load"]  # cells without load options keep the keys they always had
         return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Cell:
         return cls(
             trace=doc["trace"], policy=doc["policy"], seed=int(doc["seed"]),
-            cluster=doc["cluster"], knobs=tuple((str(k), v) for k, v in doc["knobs"]),
+            cluster=doc["cluster"], knobs=tuple((str(k), _frozen(v)) for k, v in doc["knobs"]),
             window=tuple(doc["window"]) if doc.get("window") else None,
             target_load=doc.get("target_load"), max_jobs=doc.get("max_jobs"),
             app_kind=doc.get("app_kind", "single"),
             jobs_per_app=tuple(doc.get("jobs_per_app", (1, 15))),
+            load=tuple((str(k), v) for k, v in doc.get("load", ())),
         )  # fmt: skip
+
+
+def _frozen(value: Any) -> Any:
+    """A knob value back from JSON: lists (``thresholds``) as the tuples they were."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 def parse_knob_grid(text: str | None) -> dict[str, list[dict[str, Any]]]:
@@ -205,9 +227,15 @@ def grid(
     max_jobs: int | None = None,
     app_kind: str = "single",
     jobs_per_app: tuple[int, int] = (1, 15),
+    load: Mapping[str, Any] | None = None,
 ) -> list[Cell]:
     """Every cell of trace × cluster × policy × knob setting × seed, duplicates removed, in a
-    stable order (traces, clusters, policies, knob settings, seeds)."""
+    stable order (traces, clusters, policies, knob settings, seeds). ``load``: options of
+    :data:`LOAD_OPTIONS` for loading the trace."""
+    bad = sorted(set(load or {}) - set(LOAD_OPTIONS))
+    if bad:
+        raise SweepError(f"unknown load options {bad} (known: {', '.join(LOAD_OPTIONS)})")
+    load_pairs = tuple(sorted((load or {}).items()))
     unknown = [p for p in policies if p not in ALL_POLICIES]
     if unknown:
         raise SweepError(f"unknown policies {unknown} (known: {', '.join(ALL_POLICIES)})")
@@ -225,7 +253,7 @@ def grid(
                             trace, policy, int(seed), cluster,
                             knobs=tuple(sorted(setting.items())), window=window,
                             target_load=target_load, max_jobs=max_jobs, app_kind=app_kind,
-                            jobs_per_app=jobs_per_app,
+                            jobs_per_app=jobs_per_app, load=load_pairs,
                         )  # fmt: skip
                         cells.setdefault(cell.key, cell)
     return list(cells.values())
@@ -236,11 +264,11 @@ def grid(
 
 @functools.lru_cache(maxsize=8)
 def _jobs_and_cluster(jobset: tuple, trace_path: str) -> tuple[tuple[SimJob, ...], Cluster]:
-    trace, cluster_spec, seed, window, target_load, max_jobs, app_kind, jobs_per_app = jobset
+    trace, cluster_spec, seed, window, target_load, max_jobs, app_kind, jobs_per_app, load = jobset
     cluster = load_cluster(cluster_spec)
     jobs = load_jobs(
         trace_path, cluster=cluster, time_window=window, target_load=target_load,
-        max_jobs=max_jobs, seed=seed,
+        max_jobs=max_jobs, seed=seed, **dict(load),
     )  # fmt: skip
     if not jobs:
         raise SweepError(f"{trace}: no jobs (after window and sampling)")
@@ -280,8 +308,20 @@ def run_cell(cell: Cell, trace_path: str | None = None) -> dict[str, Any]:
     else:
         row["status"] = "ok"
         row.update({k: _plain(run.summary.get(k)) for k in SUMMARY_FIELDS})
+        row["worst_app"] = _worst_app(run)
     row["wall_s"] = time.perf_counter() - start
     return row
+
+
+def _worst_app(run: Run) -> dict[str, Any] | None:
+    """The app with the largest ρ_app (what the Themis reproduction names), or None."""
+    rated = [(a.rho, a) for a in app_results(run.result) if a.rho is not None]
+    if not rated:
+        return None
+    top = max(rho for rho, _ in rated)
+    a = next(app for rho, app in rated if rho == top)  # the first, as max() would pick
+    return {"app_id": a.app_id, "jobs": a.jobs, "rho": _plain(a.rho), "act_s": _plain(a.act_s),
+            "isolated_act_s": _plain(a.isolated_act_s)}  # fmt: skip
 
 
 def _plain(value: Any) -> Any:

@@ -13,13 +13,14 @@ import os
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from arbiter.sim.apps import APP_KINDS
 from arbiter.sim.cli import jobs_per_app_arg, window_arg
 from arbiter.sim.sweep import (
+    Cell,
     SweepError,
     SweepStore,
     grid,
@@ -150,21 +151,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             bar.write(f"cell {row['key']} ({row['policy']} on {row['trace']}) failed: "
                       f"{row.get('error')}", file=sys.stderr)  # fmt: skip
 
-    parquet = None
     try:
-        if args.engine == "serial":
-            run_serial(todo, store, on_row=on_row)
-        else:
-            if args.hadoop_conf_dir:
-                os.environ["HADOOP_CONF_DIR"] = str(args.hadoop_conf_dir.resolve())
-            from arbiter.sim.sweep_spark import SparkSweep
-
-            with SparkSweep(
-                args.master, workdir=args.out / ".spark", queue_name=args.queue,
-                executors=args.executors,
-            ) as spark:  # fmt: skip
-                spark.run(todo, store, on_row=on_row)
-                parquet = spark.write_parquet(store.rows(cells), args.out / "cells.parquet")
+        parquet = execute(
+            todo, store, args.out, engine=args.engine, master=args.master, queue=args.queue,
+            executors=args.executors, hadoop_conf_dir=args.hadoop_conf_dir, on_row=on_row,
+            all_cells=cells,
+        )  # fmt: skip
     except SweepError as exc:
         bar.close()
         print(f"yarn-arbiter sweep: {exc}", file=sys.stderr)
@@ -188,6 +180,36 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
               "run again to retry them", file=sys.stderr)  # fmt: skip
         return 1
     return 0
+
+
+def execute(
+    cells: Sequence[Cell],
+    store: SweepStore,
+    out: Path,
+    *,
+    engine: str = "serial",
+    master: str = "local[*]",
+    queue: str = "default",
+    executors: int | None = None,
+    hadoop_conf_dir: Path | None = None,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+    all_cells: Sequence[Cell] | None = None,
+) -> Path | None:
+    """Run the ``cells`` ``store`` has not finished on ``engine`` ("serial" or "spark" on
+    ``master``); the Spark engine also writes every row of ``all_cells`` (default: ``cells``)
+    as ``out/cells.parquet`` and returns its path. Raises SweepError for a bad engine setup."""
+    if engine == "serial":
+        run_serial(cells, store, on_row=on_row)
+        return None
+    if engine != "spark":
+        raise SweepError(f"unknown engine {engine!r} (serial or spark)")
+    if hadoop_conf_dir:
+        os.environ["HADOOP_CONF_DIR"] = str(Path(hadoop_conf_dir).resolve())
+    from arbiter.sim.sweep_spark import SparkSweep
+
+    with SparkSweep(master, workdir=out / ".spark", queue_name=queue, executors=executors) as spark:
+        spark.run(cells, store, on_row=on_row)
+        return spark.write_parquet(store.rows(all_cells or cells), out / "cells.parquet")
 
 
 def _progress(total: int, disabled: bool) -> Any:

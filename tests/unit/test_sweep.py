@@ -4,7 +4,11 @@ and the serial engine. The Spark engine is in tests/integration/test_sweep_spark
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ from arbiter.sim.sweep import (
     run_cell,
     run_serial,
 )
+from arbiter.sim.sweep_spark import package_zip
 
 TRACE = "tiresias/60_job.csv"
 
@@ -125,3 +130,56 @@ def test_an_output_folder_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -
     blocker.write_text("")
     with pytest.raises(SweepError, match="cannot create"):
         SweepStore(blocker / "out")
+
+
+def test_cells_without_load_options_keep_the_keys_they_always_had() -> None:
+    cell = Cell(TRACE, "themis", 3, "nodes:16:4", knobs=(("fairness_knob", 0.8),))
+    fields = {"trace": TRACE, "policy": "themis", "seed": 3, "cluster": "nodes:16:4",
+              "knobs": [["fairness_knob", 0.8]], "window": None, "target_load": None,
+              "max_jobs": None, "app_kind": "single", "jobs_per_app": [1, 15]}  # fmt: skip
+    old_key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+    assert "load" not in cell.to_json() and cell.key == old_key
+    with_load = grid([TRACE], ["themis"], [3], knobs={"themis": [{"fairness_knob": 0.8}]},
+                     load={"max_gpus": 2})[0]  # fmt: skip
+    assert with_load.key != cell.key
+
+
+def test_load_options_and_tuple_knobs_survive_json() -> None:
+    cell = grid([TRACE], ["tiresias"], [0], knobs={"tiresias": [{"thresholds": (57600.0,)}]},
+                load={"max_gpus": 4, "min_duration_s": 10})[0]  # fmt: skip
+    again = Cell.from_json(json.loads(json.dumps(cell.to_json())))
+    assert again == cell and again.key == cell.key
+    assert dict(again.knobs)["thresholds"] == (57600.0,)
+    assert dict(again.load) == {"max_gpus": 4, "min_duration_s": 10}
+
+
+def test_unknown_load_options_are_refused() -> None:
+    with pytest.raises(SweepError, match="unknown load options \\['max_gpu'\\]"):
+        grid([TRACE], ["fifo"], [0], load={"max_gpu": 1})
+
+
+def test_a_cells_load_options_reach_the_trace_and_its_worst_app_is_named() -> None:
+    cluster = load_cluster("nodes:16:4")
+    everything = load_jobs(TRACE, cluster=cluster)
+    small = load_jobs(TRACE, cluster=cluster, max_gpus=1)
+    assert 0 < len(small) < len(everything)  # the filter matters on this trace
+    row = run_cell(grid([TRACE], ["las"], [0], load={"max_gpus": 1})[0])
+    assert row["status"] == "ok" and row["jobs"] == len(small)
+    apps = run_cell(grid([TRACE], ["fifo"], [0], app_kind="hyperparameter",
+                         jobs_per_app=(2, 4))[0])  # fmt: skip
+    worst = apps["worst_app"]
+    assert worst["rho"] == pytest.approx(apps["max_rho_app"]) and worst["jobs"] >= 2
+    assert worst["act_s"] == pytest.approx(worst["rho"] * worst["isolated_act_s"])
+
+
+def test_shipped_cluster_specs_load_from_the_package_zip_executors_import(tmp_path: Path) -> None:
+    # On YARN the executors import arbiter from the zip the sweep ships (addPyFile), not a folder.
+    zipped = package_zip(tmp_path / "arbiter-sweep.zip")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import arbiter.cluster as c; "
+            "assert c.__file__.startswith(sys.argv[1]), c.__file__; "
+            "print(c.load_cluster('themis-testbed').num_gpus)")  # fmt: skip
+    env = {"PATH": os.environ.get("PATH", "")}  # no PYTHONPATH: only the zip has arbiter
+    done = subprocess.run([sys.executable, "-c", code, str(zipped)], capture_output=True,
+                          text=True, cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == load_cluster("themis-testbed").num_gpus
