@@ -43,6 +43,7 @@ __all__ = [
     "hash_token",
     "lease_id",
     "new_token",
+    "recovered",
     "token_matches",
 ]
 
@@ -99,6 +100,25 @@ class Recovered:
     state: ArbiterState
     knobs: Mapping[str, str] = field(default_factory=dict)
     drained: frozenset[str] = frozenset()  # machines drained by an admin or the RM
+
+
+def recovered(
+    where: str,
+    apps: Mapping[str, AppRecord],
+    state: ArbiterState,
+    knobs: Mapping[str, str],
+    drained: frozenset[str],
+) -> Recovered:
+    """What a journal's :meth:`Journal.load` returns, checked: the state's invariants hold and
+    every lease belongs to a known app, else :class:`JournalCorrupt` naming ``where``."""
+    try:
+        check_invariants(state)
+    except InvariantViolation as exc:
+        raise JournalCorrupt(f"journal {where}: {exc}") from exc
+    orphans = sorted({lease.app_id for lease in state.leases} - set(apps))
+    if orphans:
+        raise JournalCorrupt(f"journal {where}: leases of unknown apps {orphans}")
+    return Recovered(MappingProxyType(dict(apps)), state, MappingProxyType(dict(knobs)), drained)
 
 
 class Journal(Protocol):
@@ -337,14 +357,7 @@ class SQLiteJournal:
         state = ArbiterState(
             gpus=frozenset(gpus), leases=leases, round=rnd, last_bids=MappingProxyType(bids)
         )
-        try:
-            check_invariants(state)
-        except InvariantViolation as exc:
-            raise JournalCorrupt(f"journal {self.path}: {exc}") from exc
-        orphans = sorted({lease.app_id for lease in leases} - set(apps))
-        if orphans:
-            raise JournalCorrupt(f"journal {self.path}: leases of unknown apps {orphans}")
-        return Recovered(MappingProxyType(apps), state, MappingProxyType(knobs), drained)
+        return recovered(str(self.path), apps, state, knobs, drained)
 
     def close(self) -> None:
         self._store.close()

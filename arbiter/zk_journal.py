@@ -42,12 +42,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from arbiter.auction import Bid
 from arbiter.journal import (
     AppRecord,
-    JournalCorrupt,
     Recovered,
     _bid_from_json,
     _bid_to_json,
+    recovered,
 )
-from arbiter.rounds import ArbiterState, InvariantViolation, Lease, LeaseSource, check_invariants
+from arbiter.rounds import ArbiterState, Lease, LeaseSource, check_invariants
 from arbiter.sqlite_store import StoreError
 
 __all__ = ["Fenced", "ZooKeeperJournal", "claim_epoch", "decode", "encode", "lease_rows"]
@@ -282,14 +282,7 @@ class ZooKeeperJournal:
             round=int(record["round"]),
             last_bids=MappingProxyType(bids),
         )
-        try:
-            check_invariants(state)
-        except InvariantViolation as exc:
-            raise JournalCorrupt(f"journal {self.path}: {exc}") from exc
-        orphans = sorted({lease.app_id for lease in leases} - set(apps))
-        if orphans:
-            raise JournalCorrupt(f"journal {self.path}: leases of unknown apps {orphans}")
-        return Recovered(MappingProxyType(apps), state, MappingProxyType(knobs), drained)
+        return recovered(str(self.path), apps, state, knobs, drained)
 
     def close(self) -> None:
         """Nothing to release: the client belongs to the caller."""
