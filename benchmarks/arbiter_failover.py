@@ -41,7 +41,7 @@ from arbiter.journal import SQLiteJournal
 from arbiter.rounds import ArbiterState, Lease, LeaseSource, check_invariants
 from arbiter.tables import format_table
 from arbiter.zk_journal import ZooKeeperJournal, claim_epoch
-from yarn_arbiter.ha_local import (
+from yarn_bridge.ha_local import (
     FAILOVER_SETTINGS,
     ArbiterProcess,
     HaPairFiles,

@@ -28,7 +28,7 @@ from arbiter.cluster import load_cluster
 from arbiter.rounds import ArbiterState, Lease, check_invariants
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
-from yarn_arbiter.ha_local import (
+from yarn_bridge.ha_local import (
     FAILOVER_SETTINGS,
     ArbiterProcess,
     HaPairFiles,

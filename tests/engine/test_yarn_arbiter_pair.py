@@ -19,7 +19,7 @@ import pytest
 from support import wait_for
 
 from hive_hooks.share import ArbiterShare
-from yarn_arbiter.ha_local import HaPairFiles, bidding_agent, leases_at
+from yarn_bridge.ha_local import HaPairFiles, bidding_agent, leases_at
 from yarn_bridge.local_hadoop.arbiters import SESSION_TIMEOUT_S, credentials_dir
 from yarn_bridge.local_hadoop.processes import _alive
 from yarn_bridge.served import gpus_by_machine

@@ -1,6 +1,6 @@
 """The arbiter HA pair beside the local YARN's RM HA (issue 21; ``hadoop up --ha --arbiter-pair``).
 
-Two ``yarn-arbiter serve`` processes (:func:`yarn_arbiter.ha_local.start_arbiter_process`,
+Two ``yarn-arbiter serve`` processes (:func:`yarn_bridge.ha_local.start_arbiter_process`,
 what the failover tests start) elect their active on the RM pair's own ZooKeeper, under their
 own root (:data:`ZK_ROOT`, beside YARN's ``/yarn-leader-election`` and ``/rmstore``), and
 serve the GPUs the ResourceManagers report (``--rm-url rm1,rm2``: the YARN bridge runs on the
@@ -61,7 +61,7 @@ def start_arbiter(
 ) -> Daemon:
     """Start one member (not waiting for its role); on ``port``/``metrics_port`` if given
     (a restart), else free ones."""
-    from yarn_arbiter.ha_local import HaPairFiles, start_arbiter_process
+    from yarn_bridge.ha_local import HaPairFiles, start_arbiter_process
 
     files = HaPairFiles.create(credentials_dir(workdir))
     p = start_arbiter_process(
@@ -83,7 +83,7 @@ def start_arbiter(
 
 def arbiter_roles(daemons: Iterable[Daemon]) -> dict[str, str | None]:
     """``{arb1: "active", arb2: "standby"}`` for the arbiter daemons (None: not answering)."""
-    from yarn_arbiter.ha_local import role_at
+    from yarn_bridge.ha_local import role_at
 
     return {
         d.name: (role_at(_port(d.webapp)) if _alive(d.pid, d.main_class) else None)
