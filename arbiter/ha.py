@@ -1,4 +1,4 @@
-"""Active/standby arbiters on ZooKeeper (issue 21; YARN's ResourceManager HA, done the same way).
+"""Active/standby arbiters on ZooKeeper (as YARN's ResourceManager runs HA).
 
 Two (or more) ``yarn-arbiter serve`` processes with the same ``arbiter.ha.zk-address`` and
 ``arbiter.ha.zk-root`` and different ``arbiter.ha.id`` contend for one ZooKeeper lock (kazoo's

@@ -1,4 +1,4 @@
-"""The arbiter's journal in ZooKeeper, fenced by the leader epoch (arbiter HA, issue 21).
+"""The arbiter's journal in ZooKeeper, fenced by the leader epoch (the arbiter's HA pair).
 
 The same :class:`~arbiter.journal.Journal` interface as :class:`~arbiter.journal.SQLiteJournal`
 (ARCHITECTURE.md, principle 6: everything that must survive a crash goes through one journal),

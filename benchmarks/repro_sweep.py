@@ -1,4 +1,4 @@
-"""The reproduction benchmarks' simulator runs as sweep cells (issue 21; Themis §6's grids).
+"""The reproduction benchmarks' simulator runs as sweep cells (Themis §6's grids).
 
 A reproduction part (``repro_tiresias.py``, ``repro_afs.py``, ``repro_themis_baselines.py``,
 ``sim_themis.py``) names its runs as :class:`arbiter.sim.sweep.Cell` s (``cells(quick)``) and

@@ -1,4 +1,4 @@
-"""The arbiter HA pair beside the local YARN's RM HA (issue 21; ``hadoop up --ha --arbiter-pair``).
+"""The arbiter HA pair beside the local YARN's RM HA (``hadoop up --ha --arbiter-pair``).
 
 Two ``yarn-arbiter serve`` processes (:func:`yarn_bridge.ha_local.start_arbiter_process`,
 what the failover tests start) elect their active on the RM pair's own ZooKeeper, under their
