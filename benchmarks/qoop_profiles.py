@@ -77,8 +77,14 @@ Each profile is checked against Fig. 2.3b (``lifetime_events_500s``). The cache 
 and A/B-tested in simulation at each profile's p5 and p95 shares (``static_ab``: every plan of
 every query; which is best at each share and what staying on it costs at the other).
 
+**As a sweep**: the runs of one query in one class of one profile are one sweep cell
+(:class:`qoop_replay.QoopCell`, the replay itself lives in ``qoop_replay.py``); the windows are
+drawn here, the cells run in this process, serially into a sweep folder, or as Spark tasks, and
+every table is computed from their rows (the same rows on every engine).
+
 Usage: ``python benchmarks/qoop_profiles.py [--quick] [--runs R] [--sf SF] [--hours H]
-[--cache space|topk] [--hysteresis H] [--seed S] [--out PATH]``. Prints a table per profile and
+[--cache space|topk] [--hysteresis H] [--seed S] [--out PATH] [--engine serial|spark]
+[--master local[N]|yarn] [--sweep-out DIR]``. Prints a table per profile and
 writes JSON (``results/qoop_profiles.json``; ``results/qoop_profiles_quick.json`` with
 ``--quick``): ``classes`` is the shared cluster, ``spot.classes`` the spot market.
 """
