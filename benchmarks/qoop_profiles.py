@@ -77,8 +77,14 @@ Each profile is checked against Fig. 2.3b (``lifetime_events_500s``). The cache 
 and A/B-tested in simulation at each profile's p5 and p95 shares (``static_ab``: every plan of
 every query; which is best at each share and what staying on it costs at the other).
 
+**As a sweep**: the runs of one query in one class of one profile are one sweep cell
+(:class:`qoop_replay.QoopCell`, the replay itself lives in ``qoop_replay.py``); the windows are
+drawn here, the cells run in this process, serially into a sweep folder, or as Spark tasks, and
+every table is computed from their rows (the same rows on every engine).
+
 Usage: ``python benchmarks/qoop_profiles.py [--quick] [--runs R] [--sf SF] [--hours H]
-[--cache space|topk] [--hysteresis H] [--seed S] [--out PATH]``. Prints a table per profile and
+[--cache space|topk] [--hysteresis H] [--seed S] [--out PATH] [--engine serial|spark]
+[--master local[N]|yarn] [--sweep-out DIR]``. Prints a table per profile and
 writes JSON (``results/qoop_profiles.json``; ``results/qoop_profiles_quick.json`` with
 ``--quick``): ``classes`` is the shared cluster, ``spot.classes`` the spot market.
 """
@@ -97,126 +103,50 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from arbiter.shares import Resources as ClusterResources
-from arbiter.shares import fair_share
+from arbiter.sim.sweep import SweepError
 from arbiter.tables import format_table
-from qoop_planner.cost import TableStats
 from qoop_planner.model import Plan, Progress, Share
-from qoop_planner.packing import advance, estimate
-from qoop_planner.physical import PROFILES
+from qoop_planner.packing import estimate
+from qoop_planner.physical import PROFILES as PHYSICAL_PROFILES
 from qoop_planner.replan import decide
-from qoop_planner.sqlplan import enumerate_plan_space, enumerate_plans
-from qoop_planner.tpc import load_tpc
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from qoop_diagnosis import (
-    cache_audit,
-    change_on_offer,
-    diagnose,
-    lifetime_events,
-    profile_ab,
-    scale_plans,
+from qoop_diagnosis import cache_audit, diagnose, lifetime_events, profile_ab, scale_plans
+from qoop_replay import (  # noqa: F401  (the profile, plans and replay, also for the tests)
+    HYSTERESIS,
+    PROFILES,
+    SCALED_TABLES,
+    SPOT_ADD,
+    SPOT_BASE,
+    SPOT_BUDGET,
+    SPOT_JUMP,
+    SPOT_JUMP_P,
+    SPOT_MARGIN,
+    SPOT_MAX,
+    SPOT_MB,
+    SPOT_ON_DEMAND,
+    SPOT_REVERT,
+    SPOT_SIGMA,
+    SPOT_VCORES,
+    QoopCell,
+    cell_runs,
+    profile,
+    replay,
+    run_window,
+    shared_cluster_profile,
+    spot_market_profile,
+    tpcds_plans,
+    tpcds_stats,
 )
+from repro_sweep import add_engine_args, run_cells
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WINDOW_S = 600.0
 CLASSES = ("low", "medium", "high")
-HYSTERESIS = 0.15
 # spec A.7 (T:661, T:669): median improvement and share of queries faster, low/medium/high
 PAPER_SPOT = {"low": (1.08, 0.58), "medium": (1.11, 0.62), "high": (1.47, 0.66)}
 PAPER_CLUSTER = {"low": (1.08, 0.56), "medium": (1.11, 0.58), "high": (1.20, 0.60)}
-SCALED_TABLES = frozenset(
-    {
-        "store_sales",
-        "store_returns",
-        "catalog_sales",
-        "catalog_returns",
-        "web_sales",
-        "web_returns",
-        "inventory",
-        "customer",
-        "customer_address",
-    }
-)
-
-
-# --------------------------------------------------------------------------------------------
-# The share profile
-
-
-def shared_cluster_profile(
-    hours: float, vcores: float, mb_per_vcore: float, seed: int
-) -> tuple[list[float], list[Share]]:
-    """Change times (s, from 0) and the tagged query's share from each time on."""
-    rng = random.Random(seed)
-    capacity = ClusterResources(vcores=vcores, memory_mb=vcores * mb_per_vcore)
-    warmup = 3600.0
-    end = hours * 3600.0
-    events: list[tuple[float, int]] = []  # (time, +1 arrival / -1 departure)
-    t = -warmup
-    while t < end:
-        t += rng.expovariate(1 / 20.0)
-        events.append((t, 1))
-        events.append((t + rng.expovariate(1 / 500.0), -1))
-    events.sort()
-    n = 0
-    times: list[float] = []
-    shares: list[Share] = []
-    for t, d in events:
-        if t >= end:
-            break
-        if t >= 0 and not times:  # the share at time 0
-            fs = fair_share(capacity, 1 + n)
-            times.append(0.0)
-            shares.append(Share(fs.vcores, fs.memory_mb))
-        n += d
-        if t < 0:
-            continue
-        fs = fair_share(capacity, 1 + n)  # the background jobs plus the tagged query
-        s = Share(fs.vcores, fs.memory_mb)
-        if s != shares[-1]:
-            times.append(t)
-            shares.append(s)
-    return times, shares
-
-
-# i3.2xlarge (T:399): 8 vCPUs, 61 GiB; the job's budget, bid margin and machine bounds (T:401)
-SPOT_VCORES = 8.0
-SPOT_MB = 61.0 * 1024
-SPOT_BUDGET = 5.0  # $ / h
-SPOT_MARGIN = 0.05  # bid 5 % over the current price
-SPOT_MAX, SPOT_ADD = 20, 2
-# the synthetic price (the 2017 trace is not available): log-price mean-reverting around
-# $0.20 / h with minute noise and upward spikes, capped at the on-demand price
-SPOT_BASE, SPOT_ON_DEMAND = 0.20, 0.624
-SPOT_REVERT, SPOT_SIGMA, SPOT_JUMP_P, SPOT_JUMP = 0.05, 0.06, 1 / 20, (0.1, 0.9)
-
-
-def spot_market_profile(hours: float, seed: int) -> tuple[list[float], list[Share]]:
-    """Change times (s) and the job's share on spot instances (the spot-market motivation,
-    T:399-401): every minute the price moves; instances bid below it are revoked at once; then
-    the job adds 2 instances bidding 5 % over the price if the held instances at that price fit
-    the $5/h budget, up to 20 machines (the paper's job held 2 to 20)."""
-    rng = random.Random(seed)
-    y = 0.0
-    bids: list[float] = []
-    times: list[float] = []
-    shares: list[Share] = []
-    for minute in range(int(hours * 60) + 1):
-        y = y * (1 - SPOT_REVERT) + rng.gauss(0.0, SPOT_SIGMA)
-        if rng.random() < SPOT_JUMP_P:
-            y += rng.uniform(*SPOT_JUMP)
-        price = min(SPOT_ON_DEMAND, SPOT_BASE * math.exp(y))
-        bids = [b for b in bids if b >= price]  # revoked immediately
-        if len(bids) + SPOT_ADD <= SPOT_MAX and (len(bids) + SPOT_ADD) * price <= SPOT_BUDGET:
-            bids += [price * (1 + SPOT_MARGIN)] * SPOT_ADD
-        n = len(bids)
-        s = Share(n * SPOT_VCORES, n * SPOT_MB)
-        if not shares or s != shares[-1]:
-            times.append(minute * 60.0)
-            shares.append(s)
-    return times, shares
 
 
 def volatility_events(times: list[float], shares: list[Share], hours: float) -> dict[str, float]:
@@ -251,116 +181,6 @@ def classify_windows(times: list[float], shares: list[Share], hours: float) -> d
 
 
 # --------------------------------------------------------------------------------------------
-# Queries and plans
-
-
-def tpcds_stats(sf: float) -> tuple[object, dict[str, TableStats], float]:
-    """TPC-DS at sf=0.01 with its statistics scaled to ``sf`` (module docstring)."""
-    data = load_tpc("tpcds", 0.01)
-    factor = sf / 0.01
-    stats = {}
-    for t, st in data.stats.items():
-        rows, ndv = st.rows, dict(st.ndv)
-        if t in SCALED_TABLES:
-            ndv = {c: v * factor if v > rows / 2 else v for c, v in ndv.items()}
-            rows *= factor
-        stats[t] = TableStats(rows=rows, ndv=ndv)
-    return data, stats, factor
-
-
-def tpcds_plans(sf: float, k: int = 8, cache: str = "space") -> tuple[dict[int, list[Plan]], float]:
-    """Plans of the TPC-DS queries: the diverse plan space (``cache="space"``) or the ``k``
-    cheapest join orders by work (``"topk"``, the cache before the plan space)."""
-    data, stats, factor = tpcds_stats(sf)
-    out = {}
-    for n, q in data.queries.items():
-        if cache == "space":
-            out[n] = enumerate_plan_space(q, data.schema, stats, query_id=f"tpcds{n}", max_plans=k)
-        else:
-            out[n] = enumerate_plans(q, data.schema, stats, k=k, query_id=f"tpcds{n}")
-    return out, factor
-
-
-# --------------------------------------------------------------------------------------------
-# Replay
-
-
-def replay(
-    plans: list[Plan],
-    planner: str,
-    times: list[float],
-    shares: list[Share],
-    start: float,
-    hysteresis: float = HYSTERESIS,
-) -> dict:
-    """Run one query from ``start`` under the profile; JCT, switches, backtrack depths.
-
-    ``planner``: ``"qoop"`` (decide at the start and on every change) or a plan id (that plan,
-    never switched)."""
-    i = bisect.bisect_right(times, start) - 1
-    t = start
-    progress = Progress()
-    share = shares[i]
-    if planner == "qoop":
-        plan = decide(plans, progress, share, hysteresis=math.inf, current_plan_id=None).plan
-    else:
-        plan = next(p for p in plans if p.plan_id == planner)
-    const = estimate(plan, progress, share).finish_s
-    switches = 0
-    depths: list[int] = []
-    first = True
-    changes: list[tuple[float, float]] = []  # (relative share change, gain on offer)
-    while True:
-        share = shares[i]
-        if planner == "qoop" and not first:
-            changes.append(change_on_offer(plans, plan, progress, shares[i - 1], share))
-            d = decide(plans, progress, share, hysteresis=hysteresis, current_plan_id=plan.plan_id)
-            if d.switch:
-                switches += 1
-                depths.append(d.backtrack_depth)
-                plan = d.plan
-        first = False
-        t_next = times[i + 1] if i + 1 < len(times) else math.inf
-        left = estimate(plan, progress, share).finish_s
-        if t + left <= t_next:
-            jct = t + left - start
-            break
-        if math.isinf(t_next):  # the profile ended and the plan cannot finish: give up
-            jct = math.inf
-            break
-        progress = advance(plan, progress, share, t_next - t, keep_in_flight=True)
-        t = t_next
-        i += 1
-    return {
-        "jct_s": jct,
-        "const_s": const,
-        "switches": switches,
-        "depths": depths,
-        "changes": changes,
-    }
-
-
-def run_window(
-    plans: list[Plan], times: list[float], shares: list[Share], start: float, hysteresis: float
-) -> dict:
-    """QOOP and every cached plan run statically from ``start``; Clarinet's, Volcano's and the
-    best static plan's JCT among the static runs."""  # fmt: skip
-    share0 = shares[bisect.bisect_right(times, start) - 1]
-    static = {p.plan_id: replay(plans, p.plan_id, times, shares, start) for p in plans}
-    clarinet = decide(plans, Progress(), share0, hysteresis=math.inf, current_plan_id=None).plan
-    volcano = min(plans, key=lambda p: (p.total_cost, p.plan_id))
-    best = min(static, key=lambda pid: (static[pid]["jct_s"], pid))
-    return {
-        "qoop": replay(plans, "qoop", times, shares, start, hysteresis),
-        "clarinet": static[clarinet.plan_id],
-        "volcano": static[volcano.plan_id],
-        "best_static": static[best],
-        "best_static_plan": best,
-        "clarinet_plan": clarinet.plan_id,
-    }
-
-
-# --------------------------------------------------------------------------------------------
 # Report
 
 
@@ -381,34 +201,51 @@ def _summary(pairs: list[tuple[float, float]]) -> dict:
 BASELINES = ("best_static", "clarinet", "volcano")
 
 
-def run_profile(
+def profile_cells(
     name: str,
     queries: dict[int, list[Plan]],
-    times: list[float],
-    shares: list[Share],
     windows: dict[str, list[float]],
     runs: int,
-    hysteresis: float,
     seed: int,
-) -> dict[str, dict]:
-    """Every query in ``runs`` windows of each class; the per-class summary."""
+    params: dict,
+) -> dict[str, list[QoopCell]]:
+    """Per class, a cell per query: its ``runs`` windows drawn at random (seeded, in the
+    order classes then queries); ``params``: the cells' profile, plan and QOOP parameters."""
     rng = random.Random(seed)
-    per_class: dict[str, dict] = {}
+    out: dict[str, list[QoopCell]] = {}
     for c in CLASSES:
-        tc = time.perf_counter()
-        rs: list[dict] = []
-        by_query: dict[int, list[dict]] = {}
-        for n, plans in queries.items():
+        out[c] = []
+        for n in queries:
             pool = windows[c]
             if not pool:
                 continue
             starts = rng.sample(pool, runs) if len(pool) >= runs else rng.choices(pool, k=runs)
-            for s in starts:
-                r = run_window(plans, times, shares, s, hysteresis)
-                r["query"] = n
+            out[c].append(QoopCell(profile=name, klass=c, query=n, starts=tuple(starts),
+                                   **params))  # fmt: skip
+    return out
+
+
+def run_profile(
+    name: str,
+    cells: dict[str, list[QoopCell]],
+    rows: dict[str, dict],
+    windows: dict[str, list[float]],
+    hysteresis: float,
+) -> dict[str, dict]:
+    """The per-class summary of a profile from its cells' rows (:func:`profile_cells`)."""
+    per_class: dict[str, dict] = {}
+    for c in CLASSES:
+        rs: list[dict] = []
+        by_query: dict[int, list[dict]] = {}
+        wall = 0.0
+        for cell in cells[c]:
+            row = rows[cell.key]
+            wall += row["wall_s"]
+            for s, r in zip(cell.starts, cell_runs(row), strict=True):
+                r["query"] = cell.query
                 r["start_s"] = s
                 rs.append(r)
-                by_query.setdefault(n, []).append(r)
+                by_query.setdefault(cell.query, []).append(r)
         keys = ("qoop", *BASELINES)
         finite = [r for r in rs if all(math.isfinite(r[p]["jct_s"]) for p in keys)]
         qpairs = {
@@ -461,7 +298,7 @@ def run_profile(
                     else None
                     for p in keys
                 },
-                "wall_s": time.perf_counter() - tc,
+                "wall_s": wall,  # the cells' own time, wherever they ran
                 "runs_detail": [
                     {
                         "query": r["query"],
@@ -582,6 +419,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-queries", type=int, default=0, help="first N eligible queries (0: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path)
+    add_engine_args(ap)
     args = ap.parse_args(argv)
     runs = args.runs or (3 if args.quick else 10)
     wall0 = time.perf_counter()
@@ -589,10 +427,8 @@ def main(argv=None) -> int:
     # the profiles get a tail of extra hours so that queries started late can finish
     tail_h = args.max_query_h + 1
     profiles = {
-        "cluster": shared_cluster_profile(
-            args.hours + tail_h, args.vcores, args.mb_per_vcore, args.seed
-        ),
-        "spot": spot_market_profile(args.hours + tail_h, args.seed),
+        k: profile(k, args.hours + tail_h, args.vcores, args.mb_per_vcore, args.seed)
+        for k in PROFILES
     }
     windows = {k: classify_windows(t, s, args.hours) for k, (t, s) in profiles.items()}
     profile_doc = {}
@@ -682,9 +518,24 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
 
-    results = {}
-    for k, (t, s) in profiles.items():
-        results[k] = run_profile(k, queries, t, s, windows[k], runs, args.hysteresis, args.seed + 1)
+    # one sweep: a cell per profile x class x query (its windows drawn here, in the seeded order)
+    params = {"sf": args.sf, "cache": args.cache, "time_scale": time_scale,
+              "hours": args.hours + tail_h, "vcores": args.vcores,
+              "mb_per_vcore": args.mb_per_vcore, "seed": args.seed,
+              "hysteresis": args.hysteresis}  # fmt: skip
+    cells = {k: profile_cells(k, queries, windows[k], runs, args.seed + 1, params)
+             for k in profiles}  # fmt: skip
+    all_cells = [cell for by_class in cells.values() for cs in by_class.values() for cell in cs]
+    t1 = time.perf_counter()
+    try:
+        rows = run_cells(all_cells, args)
+    except SweepError as exc:
+        print(f"qoop_profiles: {exc}", file=sys.stderr)
+        return 1
+    sweep_s = time.perf_counter() - t1
+    print(f"{len(all_cells)} cells in {sweep_s:.1f} s "
+          f"({len(all_cells) / sweep_s * 60:.0f} cells/min)", file=sys.stderr)  # fmt: skip
+    results = {k: run_profile(k, cells[k], rows, windows[k], args.hysteresis) for k in profiles}
     print_profile("shared cluster (1-over-n of 600 vcores)", results["cluster"], PAPER_CLUSTER)
     print_profile("spot market (2-20 i3.2xlarge)", results["spot"], PAPER_SPOT)
     print_diagnosis("shared cluster", results["cluster"])
@@ -734,7 +585,7 @@ def main(argv=None) -> int:
             "hysteresis": args.hysteresis,
             "cache": args.cache,
             "max_plans": 8,
-            "physical_profiles": [p.name for p in PROFILES],
+            "physical_profiles": [p.name for p in PHYSICAL_PROFILES],
             "max_query_h": args.max_query_h,
             "paper_queries": args.paper_queries,
             "mean_jct_s_target": args.mean_jct_s,
@@ -772,6 +623,8 @@ def main(argv=None) -> int:
                           for c, v in PAPER_CLUSTER.items()},
         "classes": results["cluster"],
         "spot": {"profile": profile_doc["spot"], "classes": results["spot"]},
+        "sweep": {"cells": len(all_cells), "engine": "spark" if args.master else args.engine,
+                  "master": args.master, "wall_s": sweep_s},
         "wall_s": time.perf_counter() - wall0,
     }  # fmt: skip
     out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -4,7 +4,9 @@ A reproduction part (``repro_tiresias.py``, ``repro_afs.py``, ``repro_themis_bas
 ``sim_themis.py``) names its runs as :class:`arbiter.sim.sweep.Cell` s (``cells(quick)``) and
 computes its claims from their rows (``claims_from_rows``); this module runs the cells, on the
 serial engine or Spark (``local[*]`` or ``--master yarn``), into a sweep folder that a later run
-resumes. The rows are the same whichever engine ran them, so the report is too.
+resumes. The rows are the same whichever engine ran them, so the report is too. Any
+:class:`arbiter.sim.sweep.SweepCell` kind runs here (QOOP's profile replays,
+``qoop_profiles.py``, are another).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arbiter.sim.sweep import Cell, SweepError, SweepStore, run_cell
+from arbiter.sim.sweep import SweepCell, SweepError, SweepStore
 from arbiter.sim.sweep_cli import execute
 
 Rows = Mapping[str, dict[str, Any]]
@@ -36,24 +38,27 @@ def add_engine_args(ap: argparse.ArgumentParser) -> None:
                          "(default: a temporary folder)")  # fmt: skip
 
 
-def run_cells(cells: Sequence[Cell], args: argparse.Namespace | None = None) -> dict[str, dict]:
+def run_cells(
+    cells: Sequence[SweepCell], args: argparse.Namespace | None = None
+) -> dict[str, dict]:
     """Every cell's row by key, run on the engine ``args`` names (serial without ``args``).
     Raises SweepError naming the failed cells when any failed."""
     if args is None or (args.engine == "serial" and not args.master and not args.sweep_out):
-        rows = {c.key: run_cell(c) for c in dict.fromkeys(cells)}
+        rows = {c.key: c.run() for c in dict.fromkeys(cells)}
     elif args.sweep_out:  # resumable, on either engine
         rows = _sweep(cells, args, Path(args.sweep_out))
     else:
         with tempfile.TemporaryDirectory(prefix="repro-sweep-") as tmp:
             rows = _sweep(cells, args, Path(tmp))
+    named = {c.key: c for c in cells}
     failed = [r for r in rows.values() if r.get("status") != "ok"]
     if failed:
-        raise SweepError("; ".join(f"{r['policy']} on {r['trace']}: {r.get('error')}"
+        raise SweepError("; ".join(f"{named[r['key']].describe()}: {r.get('error')}"
                                    for r in failed))  # fmt: skip
     return rows
 
 
-def _sweep(cells: Sequence[Cell], args: argparse.Namespace, out: Path) -> dict[str, dict]:
+def _sweep(cells: Sequence[SweepCell], args: argparse.Namespace, out: Path) -> dict[str, dict]:
     store = SweepStore(out)
     todo = [c for c in cells if not store.done(c)]
     engine = "spark" if args.master else args.engine
@@ -71,9 +76,9 @@ def _sweep(cells: Sequence[Cell], args: argparse.Namespace, out: Path) -> dict[s
     return {r["key"]: r for r in store.rows(cells)}
 
 
-def row(rows: Rows, cell: Cell) -> dict[str, Any]:
+def row(rows: Rows, cell: SweepCell) -> dict[str, Any]:
     """The cell's row (KeyError naming the cell when the sweep lacks it)."""
     try:
         return rows[cell.key]
     except KeyError:
-        raise KeyError(f"no row for {cell.policy} on {cell.trace} ({cell.key})") from None
+        raise KeyError(f"no row for {cell.describe()} ({cell.key})") from None

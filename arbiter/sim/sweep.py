@@ -18,6 +18,12 @@ grid parallelises by cell. This module is the part that does not depend on where
   reuses them for every policy of that set (:func:`_denominators`).
 * :class:`SweepStore` is the output folder: one JSON file per finished cell, written atomically
   (a killed sweep leaves no half-written cell), then ``summary.csv`` and figures.
+* :class:`SweepCell` is what the engines and the store need of a cell, so other kinds of cell
+  than the simulator's run on the same engines: a benchmark defines its cell class (its run,
+  its JSON, the files and modules its run needs) in a module of its own, and the Spark engine
+  rebuilds it on the executor from the class's import path and the cell's JSON (QOOP's share
+  profile replays, ``benchmarks/qoop_replay.py``, are such a kind; ``arbiter`` itself does not
+  import them).
 
 The engines that run the cells are shells: serially in this process (:func:`run_serial`), or as
 a Spark job (:mod:`arbiter.sim.sweep_spark`).
@@ -47,7 +53,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from arbiter.cluster import Cluster, load_cluster
 from arbiter.config import parse_knobs
@@ -62,6 +68,7 @@ __all__ = [
     "LOAD_OPTIONS",
     "SUMMARY_FIELDS",
     "Cell",
+    "SweepCell",
     "SweepError",
     "SweepStore",
     "default_cluster",
@@ -90,6 +97,35 @@ ALL_POLICIES = (*sorted(POLICIES), "isolated")
 
 class SweepError(ValueError):
     """A sweep that cannot start: an unknown policy, trace or cluster, a malformed knob."""
+
+
+class SweepCell(Protocol):
+    """A kind of cell, as the engines and :class:`SweepStore` use it.
+
+    ``key`` names the result (a stable hash of everything that determines it); ``to_json`` and
+    the class's ``from_json`` carry the cell to an executor; ``run`` computes its row (with
+    ``key`` and ``status``, a failure being a ``failed`` row) given the local paths of the files
+    ``inputs`` names; ``header`` is the row's naming part (also of a row the engine writes when
+    the run could not even start); ``ship`` names what an executor on another host must import
+    beyond ``arbiter`` and ``protos`` (package folders or single modules); ``SUMMARY_HEADERS``
+    are ``summary.csv``'s columns."""
+
+    SUMMARY_HEADERS: ClassVar[tuple[str, ...]]
+
+    @property
+    def key(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    def describe(self) -> str: ...
+
+    def header(self) -> dict[str, Any]: ...
+
+    def inputs(self) -> list[str]: ...
+
+    def ship(self) -> list[Path]: ...
+
+    def run(self, inputs: Mapping[str, str] | None = None) -> dict[str, Any]: ...
 
 
 # Each trace family's own cluster, as the reproduction benchmarks use them: Pollux's workloads
@@ -135,6 +171,11 @@ class Cell:
     jobs_per_app: tuple[int, int] = (1, 15)
     load: tuple[tuple[str, Any], ...] = ()  # LOAD_OPTIONS, sorted (name, value) pairs
 
+    SUMMARY_HEADERS: ClassVar[tuple[str, ...]] = (
+        "trace", "cluster", "policy", "knobs", "seed", "app_kind", "status",
+        *SUMMARY_FIELDS, "wall_s", "key", "error",
+    )  # fmt: skip
+
     @property
     def key(self) -> str:
         """A stable name for the cell's result (same fields, same key, in any process)."""
@@ -149,6 +190,25 @@ class Cell:
 
     def knob_text(self) -> str:
         return ",".join(f"{k}={v}" for k, v in self.knobs)
+
+    def describe(self) -> str:
+        return f"{self.policy} on {self.trace}"
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "trace": self.trace, "policy": self.policy, "seed": self.seed,
+            "cluster": self.cluster, "knobs": self.knob_text(), "app_kind": self.app_kind,
+            "cell": self.to_json(),
+        }  # fmt: skip
+
+    def inputs(self) -> list[str]:
+        return [self.trace]
+
+    def ship(self) -> list[Path]:
+        return []  # the simulator is in arbiter, which every executor gets
+
+    def run(self, inputs: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return run_cell(self, (inputs or {}).get(self.trace))
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -289,11 +349,7 @@ def run_cell(cell: Cell, trace_path: str | None = None) -> dict[str, Any]:
     with ``error``), the summary metrics and ``wall_s``. A cell that fails (a policy that raises
     on this trace, say) is a failed row, not a failed sweep."""
     start = time.perf_counter()
-    row: dict[str, Any] = {
-        "key": cell.key, "trace": cell.trace, "policy": cell.policy, "seed": cell.seed,
-        "cluster": cell.cluster, "knobs": cell.knob_text(), "app_kind": cell.app_kind,
-        "cell": cell.to_json(),
-    }  # fmt: skip
+    row = cell.header()
     try:
         path = trace_path or cell.trace
         jobs, cluster = _jobs_and_cluster(cell.jobset, path)
@@ -349,7 +405,7 @@ class SweepStore:
             raise SweepError(f"--out {self.root}: cannot create it ({exc.strerror})") from None
         self._done = {r["key"] for r in self.rows() if r.get("status") == "ok"}
 
-    def done(self, cell: Cell) -> bool:
+    def done(self, cell: SweepCell) -> bool:
         """Finished before (a failed cell runs again)."""
         return cell.key in self._done
 
@@ -361,7 +417,7 @@ class SweepStore:
         if row.get("status") == "ok":
             self._done.add(str(row["key"]))
 
-    def rows(self, cells: Iterable[Cell] | None = None) -> list[dict[str, Any]]:
+    def rows(self, cells: Iterable[SweepCell] | None = None) -> list[dict[str, Any]]:
         """Every stored row (or those of ``cells``, in their order)."""
         folder = self.root / "cells"
         if cells is None:
@@ -378,11 +434,11 @@ class SweepStore:
                 continue  # a damaged cell file is a cell to run again
         return rows
 
-    def write_summary(self, cells: Sequence[Cell]) -> Path:
-        """``summary.csv``: one row per cell of this sweep, in grid order."""
+    def write_summary(self, cells: Sequence[SweepCell]) -> Path:
+        """``summary.csv``: one row per cell of this sweep, in grid order, with the columns
+        of the (first) cell's kind."""
         path = self.root / "summary.csv"
-        headers = ["trace", "cluster", "policy", "knobs", "seed", "app_kind", "status",
-                   *SUMMARY_FIELDS, "wall_s", "key", "error"]  # fmt: skip
+        headers = list(type(cells[0]).SUMMARY_HEADERS if cells else Cell.SUMMARY_HEADERS)
         with open(path, "w", newline="") as fh:
             writer = csv.DictWriter(fh, headers, extrasaction="ignore")
             writer.writeheader()
@@ -392,7 +448,7 @@ class SweepStore:
 
 
 def run_serial(
-    cells: Sequence[Cell],
+    cells: Sequence[SweepCell],
     store: SweepStore,
     *,
     on_row: Callable[[dict[str, Any]], None] | None = None,
@@ -403,7 +459,7 @@ def run_serial(
     for cell in cells:
         if store.done(cell):
             continue
-        row = run_cell(cell)
+        row = cell.run()
         store.put(row)
         rows.append(row)
         if on_row is not None:

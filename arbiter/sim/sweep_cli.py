@@ -20,7 +20,7 @@ from typing import Any
 from arbiter.sim.apps import APP_KINDS
 from arbiter.sim.cli import jobs_per_app_arg, window_arg
 from arbiter.sim.sweep import (
-    Cell,
+    SweepCell,
     SweepError,
     SweepStore,
     grid,
@@ -183,7 +183,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def execute(
-    cells: Sequence[Cell],
+    cells: Sequence[SweepCell],
     store: SweepStore,
     out: Path,
     *,
@@ -193,7 +193,7 @@ def execute(
     executors: int | None = None,
     hadoop_conf_dir: Path | None = None,
     on_row: Callable[[dict[str, Any]], None] | None = None,
-    all_cells: Sequence[Cell] | None = None,
+    all_cells: Sequence[SweepCell] | None = None,
 ) -> Path | None:
     """Run the ``cells`` ``store`` has not finished on ``engine`` ("serial" or "spark" on
     ``master``); the Spark engine also writes every row of ``all_cells`` (default: ``cells``)

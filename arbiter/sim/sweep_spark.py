@@ -10,8 +10,12 @@ existing engines"). Choices made here:
   next to a cell (seconds to hours).
 * **Everything a task needs is shipped**, so executors on other hosts need only Python and the
   project's third-party dependencies: the ``arbiter`` and ``protos`` packages as a zip
-  (``addPyFile``) and each trace file (``addFile``, named by a hash of its path so two traces
-  called ``workload-6.csv`` do not collide).
+  (``addPyFile``), with whatever else the cells' kind names in ``ship()`` (QOOP's replays: the
+  ``qoop_planner`` package and the benchmark's modules), and each input file (``addFile``,
+  named by a hash of its path so two traces called ``workload-6.csv`` do not collide).
+* **A task rebuilds its cell** from the cell's JSON and its class's import path
+  (``module:Class``), so any :class:`arbiter.sim.sweep.SweepCell` kind runs here, not only
+  the simulator's.
 * **Python workers are reused** (Spark's default), so the isolated denominators that
   :func:`arbiter.sim.sweep.run_cell` caches per job set serve every policy of that set that
   lands on the same worker.
@@ -23,6 +27,7 @@ existing engines"). Choices made here:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import queue
@@ -30,27 +35,48 @@ import shutil
 import sys
 import threading
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from arbiter.sim.run import resolve_trace
-from arbiter.sim.sweep import SUMMARY_FIELDS, Cell, SweepError, SweepStore, run_cell
+from arbiter.sim.sweep import SUMMARY_FIELDS, SweepCell, SweepError, SweepStore
 
 __all__ = ["SparkSweep", "package_zip"]
 
 _PACKAGES = ("arbiter", "protos")
 
 
-def package_zip(dest: Path) -> Path:
-    """A zip of the packages a task imports (sources and shipped data, no caches)."""
+def package_zip(dest: Path, extra: Iterable[Path] = ()) -> Path:
+    """A zip of the packages a task imports (sources and shipped data, no caches): ``arbiter``,
+    ``protos`` and ``extra`` (package folders, or single modules put at the zip's top)."""
     root = Path(__file__).resolve().parents[2]
     with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
-        for pkg in _PACKAGES:
-            for path in sorted((root / pkg).rglob("*")):
+        for folder in [*(root / pkg for pkg in _PACKAGES), *extra]:
+            folder = Path(folder).resolve()
+            if folder.is_file():
+                zf.write(folder, folder.name)
+                continue
+            for path in sorted(folder.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:
-                    zf.write(path, path.relative_to(root))
+                    zf.write(path, path.relative_to(folder.parent))
     return dest
+
+
+def kind_path(cell: SweepCell) -> str:
+    """``module:Class`` of the cell's kind, for the executor to import."""
+    cls = type(cell)
+    if cls.__module__ == "__main__":
+        raise SweepError(
+            f"cell kind {cls.__qualname__} is defined in __main__: an executor cannot import "
+            "it; define it in a module of its own"
+        )
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _cell_class(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _shipped_name(path: Path) -> str:
@@ -58,11 +84,12 @@ def _shipped_name(path: Path) -> str:
     return f"{digest}-{path.name}"
 
 
-def _task(doc: dict[str, Any], shipped: str) -> dict[str, Any]:
-    """What runs on an executor: the cell, with its trace from SparkFiles."""
+def _task(doc: dict[str, Any], kind: str, shipped: dict[str, str]) -> dict[str, Any]:
+    """What runs on an executor: the cell, with its input files from SparkFiles."""
     from pyspark import SparkFiles
 
-    row = run_cell(Cell.from_json(doc), SparkFiles.get(shipped))
+    cell = _cell_class(kind).from_json(doc)
+    row = cell.run({path: SparkFiles.get(name) for path, name in shipped.items()})
     # Where it ran: YARN names the container in its environment (empty in local mode).
     row["container"] = os.environ.get("CONTAINER_ID", "")
     return row
@@ -86,6 +113,7 @@ class SparkSweep:
         self.executors = executors
         self.conf = dict(conf or {})
         self.spark: Any = None
+        self._shipped_modules: set[str] = set()
 
     def spark_conf(self) -> dict[str, str]:
         conf = {
@@ -140,8 +168,17 @@ class SparkSweep:
         self.spark = builder.getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.spark.sparkContext.addPyFile(str(package_zip(self.workdir / "arbiter-sweep.zip")))
         return self
+
+    def _ship_modules(self, cells: Sequence[SweepCell]) -> None:
+        """The packages zip, once per distinct set of extra modules the cells' kinds name."""
+        extra = sorted({str(Path(p).resolve()) for c in cells for p in c.ship()})
+        tag = hashlib.sha256("\n".join(extra).encode()).hexdigest()[:10]
+        if tag in self._shipped_modules:
+            return
+        dest = package_zip(self.workdir / f"arbiter-sweep-{tag}.zip", [Path(p) for p in extra])
+        self.spark.sparkContext.addPyFile(str(dest))
+        self._shipped_modules.add(tag)
 
     def __exit__(self, *exc: object) -> None:
         if self.spark is not None:
@@ -154,7 +191,7 @@ class SparkSweep:
 
     def run(
         self,
-        cells: Sequence[Cell],
+        cells: Sequence[SweepCell],
         store: SweepStore,
         *,
         on_row: Callable[[dict[str, Any]], None] | None = None,
@@ -162,18 +199,23 @@ class SparkSweep:
         """Run the cells ``store`` has not finished; each row is stored as it arrives."""
         sc = self.spark.sparkContext
         todo = [c for c in cells if not store.done(c)]
+        if not todo:
+            return []
+        kinds = {c.key: kind_path(c) for c in todo}  # a kind no executor can import: fail here
+        self._ship_modules(todo)
         shipped: dict[str, str] = {}
         for cell in todo:
-            if cell.trace not in shipped:
-                path = resolve_trace(cell.trace)
-                name = _shipped_name(path)
-                if name not in shipped.values():
-                    staged = self.workdir / name
-                    if not staged.exists():
-                        shutil.copyfile(path, staged)  # Spark ships files, not links
-                    sc.addFile(str(staged))
-                shipped[cell.trace] = name
-        pending: queue.SimpleQueue[Cell | None] = queue.SimpleQueue()
+            for given in cell.inputs():
+                if given not in shipped:
+                    path = resolve_trace(given)
+                    name = _shipped_name(path)
+                    if name not in shipped.values():
+                        staged = self.workdir / name
+                        if not staged.exists():
+                            shutil.copyfile(path, staged)  # Spark ships files, not links
+                        sc.addFile(str(staged))
+                    shipped[given] = name
+        pending: queue.SimpleQueue[SweepCell | None] = queue.SimpleQueue()
         for cell in todo:
             pending.put(cell)
         rows: list[dict[str, Any]] = []
@@ -185,15 +227,18 @@ class SparkSweep:
                 cell = pending.get()
                 if cell is None:
                     return
-                doc, name = cell.to_json(), shipped[cell.trace]
+                doc, kind = cell.to_json(), kinds[cell.key]
+                files = {given: shipped[given] for given in cell.inputs()}
                 try:
-                    sc.setJobGroup(cell.key, f"{cell.policy} on {cell.trace} seed {cell.seed}")
-                    row = sc.parallelize([doc], 1).map(lambda d, n=name: _task(d, n)).collect()[0]
+                    sc.setJobGroup(cell.key, cell.describe())
+                    row = (
+                        sc.parallelize([doc], 1)
+                        .map(lambda d, k=kind, f=files: _task(d, k, f))
+                        .collect()[0]
+                    )
                 except Exception as exc:  # broad: a Spark failure of one cell is its row
                     row = {
-                        "key": cell.key, "trace": cell.trace, "policy": cell.policy,
-                        "seed": cell.seed, "cluster": cell.cluster, "knobs": cell.knob_text(),
-                        "app_kind": cell.app_kind, "cell": doc, "status": "failed",
+                        **cell.header(), "status": "failed",
                         "error": f"Spark: {str(exc).splitlines()[0][:300]}",
                     }  # fmt: skip
                 with lock:

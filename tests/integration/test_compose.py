@@ -3,9 +3,10 @@
 Parses the top-level ``docker-compose.yml`` with PyYAML and the Hadoop/Hive XML in
 ``deploy/conf`` with ElementTree, and checks what a typo would break at ``docker compose up``
 time: pinned images, dependencies, mounts, published ports against ``deploy/README.md``, the
-RM URL the arbiter uses, the arbiter's environment and configuration file, and one story about
+RM URLs the arbiters use, the arbiters' environment and configuration file, one story about
 ``yarn.io/gpu`` told by resource-types.xml, the NodeManagers' capacity and the Capacity
-Scheduler's queues.
+Scheduler's queues, and the two HA pairs on one ZooKeeper: the ResourceManagers' keys (the same
+as the local pair's, ``yarn-arbiter hadoop up --ha``) and the arbiters' (``serve --ha-zk``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ import yaml
 from support import REPO
 
 import yarn_bridge.env as bridge_env
+from arbiter.agent import arbiter_addresses
 from arbiter.config import SCHEMA, env_name, load_config
+from arbiter.ha import HaSettings
+from yarn_bridge.ha_local import HaPairFiles
+from yarn_bridge.hadoop_conf import rm_urls_from_conf
+from yarn_bridge.local_hadoop import LocalHadoopSpec
+from yarn_bridge.local_hadoop.config import RMPorts, read_site, site_overrides, write_conf_dir
 
 ROOT = REPO
 DEPLOY = ROOT / "deploy"
@@ -33,6 +40,8 @@ COMPOSE = ROOT / "docker-compose.yml"  # at the top level, as the design card ha
 README = DEPLOY / "README.md"
 GPU = "yarn.io/gpu"
 QUEUES = {"default", "analytics", "gpu"}
+ARBITERS = ("arbiter-1", "arbiter-2")
+ZOOKEEPER = "zookeeper:2181"
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -129,7 +138,33 @@ def pinned(image: str) -> bool:
 
 
 def daemons(services: dict[str, dict[str, Any]], *cmd: str) -> list[str]:
-    return [name for name, svc in services.items() if command(svc) == list(cmd)]
+    """Services whose command is ``cmd`` (options after it allowed: ``-D key=value``)."""
+    return [name for name, svc in services.items() if command(svc)[: len(cmd)] == list(cmd)]
+
+
+def resourcemanagers(services: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """RM HA id -> the service running that RM (``yarn resourcemanager -D ...ha.id=ID``)."""
+    out = {}
+    for name in daemons(services, "yarn", "resourcemanager"):
+        cmd = command(services[name])
+        assert cmd[2:3] == ["-D"], f"{name}: the RM is told its HA id with -D"
+        key, _, rid = cmd[3].partition("=")
+        assert key == "yarn.resourcemanager.ha.id" and rid, f"{name}: {cmd}"
+        out[rid] = name
+    return out
+
+
+def arbiter_environ(svc: dict[str, Any]) -> dict[str, str]:
+    """The settings ``serve`` sees in this container: its environment plus its flags as the
+    configuration's environment names (as yarn_arbiter.cli's _cmd_serve sets them)."""
+    cmd = command(svc)
+    env = environment(svc)
+    flags = {"--port": "arbiter.grpc.port", "--ha-zk": "arbiter.ha.zk-address",
+             "--ha-id": "arbiter.ha.id", "--journal": "arbiter.journal.path"}  # fmt: skip
+    for opt, key in flags.items():
+        if opt in cmd:
+            env[env_name(key)] = flag(cmd, opt)
+    return env
 
 
 def hive_dockerfile() -> Path:
@@ -162,7 +197,11 @@ def test_every_image_is_pinned(services: dict[str, dict[str, Any]]) -> None:
 
 
 def test_arbiter_image_copies_what_pip_install_needs(services: dict[str, dict[str, Any]]) -> None:
-    build = services["arbiter"]["build"]
+    builds = {
+        json.dumps(services[n]["build"], sort_keys=True) for n in (*ARBITERS, "arbiter-creds")
+    }
+    assert len(builds) == 1  # one image for the pair and its credentials step
+    build = services["arbiter-1"]["build"]
     context = (ROOT / build["context"]).resolve()
     dockerfile = context / build["dockerfile"]
     froms = dockerfile_froms(dockerfile)
@@ -229,50 +268,185 @@ def test_published_ports_are_unique_and_documented(services: dict[str, dict[str,
 # -- the arbiter -------------------------------------------------------------------------------
 
 
-def test_arbiter_rm_url_is_the_resourcemanager(services: dict[str, dict[str, Any]]) -> None:
-    arbiter = services["arbiter"]
-    cmd = command(arbiter)
-    assert cmd[:2] == ["yarn-arbiter", "serve"]
-    url = urlsplit(flag(cmd, "--rm-url"))
-    (rm,) = daemons(services, "yarn", "resourcemanager")
+def test_arbiters_serve_the_rm_pair_yarn_site_names(services: dict[str, dict[str, Any]]) -> None:
     yarn = hadoop_conf("yarn-site.xml")
-    webapp = yarn["yarn.resourcemanager.webapp.address"]
-    assert url.scheme == "http" and url.hostname == rm == services[rm]["hostname"]
-    assert yarn["yarn.resourcemanager.hostname"] == rm
-    assert url.port == int(webapp.rsplit(":", 1)[1])
-    assert (url.port, url.port) in set(published(services[rm]))
-    assert f":{url.port}/" in " ".join(services[rm]["healthcheck"]["test"])
-    assert dependencies(arbiter)[rm] == "service_healthy"
-    assert environment(arbiter)[bridge_env.ENV_RM_URL] == url.geturl()
+    urls = rm_urls_from_conf(yarn)  # what `serve --hadoop-conf` would read
+    rms = resourcemanagers(services)
+    assert len(urls) == len(rms) == 2
+    for url, rid in zip(urls, yarn["yarn.resourcemanager.ha.rm-ids"].split(","), strict=True):
+        parts, rm = urlsplit(url), services[rms[rid]]
+        assert parts.hostname == rm["hostname"] == rms[rid]
+        assert parts.port in {container for _, container in published(rm)}
+        assert f":{parts.port}/" in " ".join(rm["healthcheck"]["test"])
+    for name in ARBITERS:
+        arbiter = services[name]
+        cmd = command(arbiter)
+        assert cmd[:2] == ["yarn-arbiter", "serve"]
+        assert flag(cmd, "--rm-url").split(",") == urls
+        assert environment(arbiter)[bridge_env.ENV_RM_URL].split(",") == urls
+        for rm in rms.values():
+            assert dependencies(arbiter)[rm] == "service_healthy"
 
 
 def test_arbiter_environment_uses_shared_names(services: dict[str, dict[str, Any]]) -> None:
     shared = {getattr(bridge_env, n) for n in bridge_env.__all__ if n.startswith("ENV_")}
     overrides = {env_name(key) for key in SCHEMA}
-    env = environment(services["arbiter"])
-    unknown = set(env) - shared - overrides
-    assert not unknown, f"arbiter env names not in yarn_bridge/env.py nor config keys: {unknown}"
-    # Application masters in YARN containers dial the arbiter by its compose name.
-    host, port = env[bridge_env.ENV_ARBITER_ADDRESS].rsplit(":", 1)
-    assert host == services["arbiter"]["hostname"] == "arbiter"
-    assert int(port) == int(flag(command(services["arbiter"]), "--port"))
+    for name in ARBITERS:
+        env = environment(services[name])
+        unknown = set(env) - shared - overrides
+        assert not unknown, f"{name} env names not in yarn_bridge/env.py nor config keys: {unknown}"
+        # Application masters in YARN containers dial the pair by compose names: both of them.
+        addresses = arbiter_addresses(env[bridge_env.ENV_ARBITER_ADDRESS])
+        port = int(flag(command(services[name]), "--port"))
+        assert addresses == tuple(f"{services[a]['hostname']}:{port}" for a in ARBITERS)
+        assert services[name]["hostname"] == name
 
 
 def test_arbiter_config_file_validates(services: dict[str, dict[str, Any]]) -> None:
-    arbiter = services["arbiter"]
-    cmd = command(arbiter)
-    path = mounted_at(arbiter, flag(cmd, "--config"))
-    config = load_config(path, environ={})  # raises ConfigError naming any bad key
-    port = int(flag(cmd, "--port"))
-    assert config["arbiter.grpc.port"] == port
-    assert (port, port) in set(published(arbiter))
-    journal = flag(cmd, "--journal")
-    assert config["arbiter.journal.path"] == journal
-    state = [t for s, t in volumes(arbiter) if not s.startswith(".")]
-    assert any(journal.startswith(t.rstrip("/") + "/") for t in state), "journal not on a volume"
-    probe = arbiter["healthcheck"]["test"]
-    assert probe[:3] == ["CMD", "python", "-c"] and f"localhost:{port}" in probe[3]
-    compile(probe[3], "healthcheck", "exec")
+    for name in ARBITERS:
+        arbiter = services[name]
+        cmd = command(arbiter)
+        path = mounted_at(arbiter, flag(cmd, "--config"))
+        assert load_config(path, environ={})  # raises ConfigError naming any bad key
+        # what serve runs with in the container: the file, its environment and its flags
+        config = load_config(path, environ=arbiter_environ(arbiter))
+        port = int(flag(cmd, "--port"))
+        assert config["arbiter.grpc.port"] == port
+        assert ("--journal" not in cmd) and config["arbiter.ha.zk-address"]  # journal: ZooKeeper
+        ports = set(published(arbiter))
+        assert len(ports) == 1 and next(iter(ports))[1] == port
+        probe = arbiter["healthcheck"]["test"]
+        assert probe[:3] == ["CMD", "python", "-c"]
+        assert f"localhost:{config['arbiter.metrics.port']}/healthz" in probe[3]
+        assert config["arbiter.metrics.bind-host"] == "127.0.0.1"  # the probe runs inside
+        compile(probe[3], "healthcheck", "exec")
+
+
+# -- the two HA pairs on one ZooKeeper ---------------------------------------------------------
+
+
+def test_the_resourcemanagers_are_an_ha_pair_on_zookeeper(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    yarn = hadoop_conf("yarn-site.xml")
+    rms = resourcemanagers(services)
+    assert yarn["yarn.resourcemanager.ha.enabled"] == "true"
+    assert yarn["yarn.resourcemanager.ha.rm-ids"].split(",") == sorted(rms) == ["rm1", "rm2"]
+    assert "yarn.resourcemanager.ha.id" not in yarn  # each RM's own, on its command line
+    for rid, name in rms.items():
+        host = services[name]["hostname"]
+        assert yarn[f"yarn.resourcemanager.hostname.{rid}"] == host
+        for key in ("address", "scheduler.address", "resource-tracker.address", "admin.address",
+                    "webapp.address"):  # fmt: skip
+            assert yarn[f"yarn.resourcemanager.{key}.{rid}"].split(":")[0] == host, (rid, key)
+        assert dependencies(services[name])["zookeeper"] == "service_healthy"
+        for f in ("yarn-site.xml", "capacity-scheduler.xml", "resource-types.xml"):
+            assert mounted_at(services[name], f"/opt/hadoop/etc/hadoop/{f}") == CONF / f
+    # state, election and the mutable scheduler configuration in the ZooKeeper service
+    zk_host, zk_port = ZOOKEEPER.split(":")
+    assert services[zk_host]["hostname"] == zk_host and zk_port == "2181"
+    assert yarn["hadoop.zk.address"] == yarn["yarn.resourcemanager.zk-address"] == ZOOKEEPER
+    assert yarn["yarn.resourcemanager.store.class"].endswith(".recovery.ZKRMStateStore")
+    assert yarn["yarn.scheduler.configuration.store.class"] == "zk"
+    assert yarn["yarn.resourcemanager.recovery.enabled"] == "true"
+    assert yarn["yarn.admin.acl"] == "*"
+    # the NodeManagers (and HiveServer2) wait for both: they fail over between them
+    for name in [*daemons(services, "yarn", "nodemanager"), "hiveserver2"]:
+        assert {dependencies(services[name])[rm] for rm in rms.values()} == {"service_healthy"}
+
+
+def test_rm_ha_keys_are_the_local_pairs(tmp_path: Path) -> None:
+    """`yarn-arbiter hadoop up --ha` (yarn_bridge/local_hadoop) configures its RM pair with the
+    keys deploy/conf gives the compose pair: every HA key the local pair sets is set here, with
+    the same value where no host or port is in it."""
+    ports = {r: RMPorts(1, 2, 3, 4, 5) for r in ("rm1", "rm2")}
+    local = site_overrides(LocalHadoopSpec(tmp_path, ha=True), jars=tmp_path, rm_ports=ports,
+                           nm=None, zk_port=2181)["yarn-site.xml"]  # fmt: skip
+    yarn = hadoop_conf("yarn-site.xml")
+    prefixes = (
+        "yarn.resourcemanager.ha.",
+        "yarn.resourcemanager.zk",
+        "hadoop.zk.",
+        "yarn.client.failover",
+        "yarn.resourcemanager.cluster-id",
+        "yarn.resourcemanager.store.class",
+        "yarn.resourcemanager.recovery.",
+        "yarn.resourcemanager.work-preserving",
+        "yarn.scheduler.configuration.store.",
+    )
+    ha_keys = [k for k in local if k.startswith(prefixes) or k.endswith((".rm1", ".rm2"))]
+    assert len(ha_keys) >= 20
+    missing = [k for k in ha_keys if k not in yarn]
+    assert not missing, f"the local RM pair sets keys deploy/conf does not: {missing}"
+    hosty = re.compile(r"127\.0\.0\.1|:\d+$|^yarn-arbiter-")
+    for k in ha_keys:
+        if not hosty.search(local[k]):
+            assert yarn[k] == local[k], k
+
+
+def test_the_local_single_rm_is_not_ha(tmp_path: Path) -> None:
+    """deploy/conf is the local YARN's base configuration too: without --ha its one RM keeps a
+    file-system state store and scheduler configuration, with HA off."""
+    conf = write_conf_dir(tmp_path / "etc", site_overrides(
+        LocalHadoopSpec(tmp_path), jars=tmp_path, rm_ports={"rm1": RMPorts(1, 2, 3, 4, 5)},
+        nm=None, zk_port=None))  # fmt: skip
+    yarn = read_site(conf / "yarn-site.xml")
+    assert yarn["yarn.resourcemanager.ha.enabled"] == "false"
+    assert yarn["yarn.resourcemanager.store.class"].endswith(".FileSystemRMStateStore")
+    assert yarn["yarn.scheduler.configuration.store.class"] == "fs"
+    assert rm_urls_from_conf(yarn) == ["http://127.0.0.1:5"]
+
+
+def test_the_arbiters_are_an_ha_pair_on_the_rms_zookeeper(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    yarn = hadoop_conf("yarn-site.xml")
+    settings = {}
+    for name in ARBITERS:
+        arbiter = services[name]
+        config = load_config(mounted_at(arbiter, flag(command(arbiter), "--config")),
+                             environ=arbiter_environ(arbiter))  # fmt: skip
+        ha = HaSettings.from_config(config)  # raises naming what the pair lacks
+        assert ha is not None
+        settings[name] = ha
+        assert dependencies(arbiter)["zookeeper"] == "service_healthy"
+        assert dependencies(arbiter)["arbiter-creds"] == "service_completed_successfully"
+    a, b = (settings[n] for n in ARBITERS)
+    # the same ZooKeeper as the RM pair, the same root, two names, each advertising itself
+    assert a.zk_address == b.zk_address == yarn["hadoop.zk.address"] == ZOOKEEPER
+    assert a.root == b.root and a.root.startswith("/yarn-arbiter/")
+    assert not a.root.startswith(("/yarn-leader-election", "/rmstore"))
+    assert {a.ha_id, b.ha_id} == set(ARBITERS)
+    port = int(flag(command(services["arbiter-1"]), "--port"))
+    assert [s.advertise for s in (a, b)] == [f"{n}:{port}" for n in ARBITERS]
+    # clients get both addresses, in the form agents and subscribers parse
+    for name in ARBITERS:
+        listed = arbiter_addresses(environment(services[name])[bridge_env.ENV_ARBITER_ADDRESS])
+        assert listed == (a.advertise, b.advertise)
+        assert ",".join(listed) == f"arbiter-1:{port},arbiter-2:{port}"
+
+
+def test_the_pair_shares_credentials_from_one_step(
+    services: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    creds = services["arbiter-creds"]
+    assert one_shot(creds)
+    ((volume, target),) = [(s, t) for s, t in volumes(creds) if not s.startswith(".")]
+    step = command(creds)
+    assert step[:2] == ["python", "-c"] and f"HaPairFiles.create(Path('{target}'))" in step[2]
+    compile(step[2], "arbiter-creds", "exec")
+    written = HaPairFiles.create(tmp_path)  # what that step writes, by the same helper
+    for name in ARBITERS:
+        arbiter = services[name]
+        config = load_config(mounted_at(arbiter, flag(command(arbiter), "--config")), environ={})
+        mounts = {t: s for s, t in volumes(arbiter)}
+        assert mounts[target] == volume
+        for key, which in (("arbiter.admin.token-file", "admin"),
+                           ("arbiter.admission.submit-token-file", "submit"),
+                           ("arbiter.query.service-token-file", "service")):  # fmt: skip
+            path = Path(config[key])
+            assert str(path.parent) == target and path.name == getattr(written, which).name
+            assert (tmp_path / path.name).stat().st_mode & 0o077 == 0
 
 
 # -- Hadoop and Hive configuration -------------------------------------------------------------
@@ -318,12 +492,13 @@ def test_gpus_are_declared_consistently(services: dict[str, dict[str, Any]]) -> 
 
     # Every NodeManager (and the RM) reads the same yarn-site.xml and resource-types.xml.
     nms = daemons(services, "yarn", "nodemanager")
-    (rm,) = daemons(services, "yarn", "resourcemanager")
-    assert len(nms) == 2
-    for name in [*nms, rm]:
+    rms = list(resourcemanagers(services).values())
+    assert len(nms) == 2 and len(rms) == 2
+    for name in [*nms, *rms]:
         for f in ("yarn-site.xml", "resource-types.xml"):
             assert mounted_at(services[name], f"/opt/hadoop/etc/hadoop/{f}") == CONF / f
-    assert mounted_at(services[rm], "/opt/hadoop/etc/hadoop/capacity-scheduler.xml").is_file()
+    for rm in rms:
+        assert mounted_at(services[rm], "/opt/hadoop/etc/hadoop/capacity-scheduler.xml").is_file()
     total = {
         "memory": len(nms) * int(yarn["yarn.nodemanager.resource.memory-mb"]),
         "vcores": len(nms) * int(yarn["yarn.nodemanager.resource.cpu-vcores"]),
@@ -346,19 +521,6 @@ def test_gpus_are_declared_consistently(services: dict[str, dict[str, Any]]) -> 
     assert guaranteed["gpu"][GPU] == total[GPU]
     assert all(GPU not in guaranteed[q] for q in QUEUES - {"gpu"})
     assert all(v.get(GPU) != 0 for v in [*guaranteed.values(), *maximum.values()])
-
-
-def test_scheduler_conf_mutation_needs_no_zookeeper(services: dict[str, dict[str, Any]]) -> None:
-    yarn = hadoop_conf("yarn-site.xml")
-    assert yarn["yarn.scheduler.configuration.store.class"] == "fs"
-    assert "hadoop.zk.address" not in yarn and "hadoop.zk.address" not in hadoop_conf(
-        "core-site.xml"
-    )
-    store = urlsplit(yarn["yarn.scheduler.configuration.fs.path"])
-    (rm,) = daemons(services, "yarn", "resourcemanager")
-    state = [t for s, t in volumes(services[rm]) if not s.startswith(".")]
-    assert store.scheme == "file" and any(store.path.startswith(t + "/") for t in state)
-    assert yarn["yarn.admin.acl"] == "*"
 
 
 def test_hive_runs_on_tez_on_yarn(services: dict[str, dict[str, Any]]) -> None:
@@ -424,13 +586,19 @@ def test_hiveserver2_loads_the_arbiter_hooks(services: dict[str, dict[str, Any]]
     hive = hadoop_conf("hive-site.xml")
     assert hive["hive.query.lifetime.hooks"].split(",")[0] == QUERY_HOOK
     assert PLAN_HOOK in hive["hive.exec.pre.hooks"].split(",")
+    # one address (the hooks take no list): the first of the pair
     host, port = hive["yarn.arbiter.address"].split(":")
-    assert host == "arbiter" and f"{port}" in services["arbiter"]["command"]
+    assert host == services["arbiter-1"]["hostname"]
+    assert port == flag(command(services["arbiter-1"]), "--port")
     token = Path(hive["yarn.arbiter.service.token.file"])
-    journal = services["arbiter"]["command"][services["arbiter"]["command"].index("--journal") + 1]
-    assert str(token) == f"{journal}.service-token"  # where serve generates it
+    site = mounted_at(services["arbiter-1"], "/etc/yarn-arbiter/arbiter-site.xml")
+    arbiter_conf = load_config(site, environ={})
+    assert str(token) == arbiter_conf["arbiter.query.service-token-file"]  # the pair's credential
     mounts = {tgt: src for src, tgt in volumes(services["hiveserver2"])}
-    assert mounts[str(token.parent)] == "arbiter-journal"
+    assert mounts[str(token.parent)] == "arbiter-creds"
+    assert dependencies(services["hiveserver2"])["arbiter-creds"] == (
+        "service_completed_successfully"
+    )
     assert "yarn.arbiter." in hive["hive.conf.restricted.list"].split(",")
     assert "yarn.arbiter.service.token" in hive["hive.conf.hidden.list"].split(",")
     docker = hive_dockerfile().read_text()
@@ -450,7 +618,7 @@ def test_the_bridge_reads_the_compose_queues(services: dict[str, dict[str, Any]]
     hive, yarn = hadoop_conf("hive-site.xml"), hadoop_conf("yarn-site.xml")
     sched = hadoop_conf("capacity-scheduler.xml")
     assert (hive["tez.queue.name"],) == DEFAULT_ANALYTICS_QUEUES
-    cmd = command(services["arbiter"])
+    cmd = command(services["arbiter-1"])
     assert "--analytics-queue" not in cmd  # the default is the queue above
     version = services["resourcemanager"]["image"].rsplit(":", 1)[1]
     line = version.rsplit(".", 1)[0]

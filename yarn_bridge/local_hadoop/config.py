@@ -146,6 +146,7 @@ def site_overrides(
         "yarn.resourcemanager.bind-host": "127.0.0.1",
         "yarn.nodemanager.bind-host": "127.0.0.1",
         "yarn.scheduler.include-port-in-node-name": "true",
+        "yarn.scheduler.configuration.store.class": "fs",  # deploy/conf's is "zk" (RM HA)
         "yarn.scheduler.configuration.fs.path": f"file://{w / 'schedconf'}",
         "yarn.application.classpath": f"{client_conf},{jars}/*",
         "yarn.resourcemanager.recovery.enabled": "true",
@@ -192,6 +193,9 @@ def site_overrides(
     else:
         p = rm_ports[ids[0]]
         yarn |= {
+            # deploy/conf's yarn-site.xml is the compose cluster's RM HA pair: one RM here (its
+            # other HA keys, rm ids and ZooKeeper address, are inert with HA off)
+            "yarn.resourcemanager.ha.enabled": "false",
             "yarn.resourcemanager.hostname": "127.0.0.1",
             "yarn.resourcemanager.address": f"127.0.0.1:{p.address}",
             "yarn.resourcemanager.scheduler.address": f"127.0.0.1:{p.scheduler}",
