@@ -4,7 +4,8 @@ A plain client (pyhive here, as beeline would) runs queries on a HiveServer2 who
 ``hive-site.xml`` names the hooks; the arbiter counts each query that runs on the cluster while
 it runs, with the query-service credential it issued, and forgets it when the query ends,
 fails or is cancelled. With the arbiter unreachable or the credential wrong, queries run
-exactly as before and the server logs one warning.
+exactly as before and the server logs one warning. The server is given a pair of arbiter
+addresses whose first is down, so every registration is made through the hooks' fail-over.
 """
 
 from __future__ import annotations
@@ -56,7 +57,10 @@ def start_server(root: Path, arbiter_addr: str, token: str) -> HiveOnTez:
 
 @pytest.fixture(scope="module")
 def server(arbiter: RunningArbiter, tmp_path_factory: pytest.TempPathFactory):
-    srv = start_server(tmp_path_factory.mktemp("hooked"), f"{HOST}:{arbiter.port}", SERVICE_TOKEN)
+    # a pair of arbiter addresses whose first is down (as after the active's death): every
+    # query below is registered through the hooks' fail-over to the live one
+    pair = f"{HOST}:{free_port()},{HOST}:{arbiter.port}"
+    srv = start_server(tmp_path_factory.mktemp("hooked"), pair, SERVICE_TOKEN)
     conn = connect(srv)
     cur = conn.cursor()
     for sql in ("CREATE DATABASE IF NOT EXISTS hooks", "CREATE TABLE hooks.one (x INT)",

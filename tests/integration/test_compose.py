@@ -586,10 +586,15 @@ def test_hiveserver2_loads_the_arbiter_hooks(services: dict[str, dict[str, Any]]
     hive = hadoop_conf("hive-site.xml")
     assert hive["hive.query.lifetime.hooks"].split(",")[0] == QUERY_HOOK
     assert PLAN_HOOK in hive["hive.exec.pre.hooks"].split(",")
-    # one address (the hooks take no list): the first of the pair
-    host, port = hive["yarn.arbiter.address"].split(":")
-    assert host == services["arbiter-1"]["hostname"]
-    assert port == flag(command(services["arbiter-1"]), "--port")
+    # both arbiters of the pair, in order (the hooks register with whichever is active)
+    pair = [a.split(":") for a in hive["yarn.arbiter.address"].split(",")]
+    assert [host for host, _ in pair] == [
+        services["arbiter-1"]["hostname"], services["arbiter-2"]["hostname"]
+    ]
+    assert [port for _, port in pair] == [
+        flag(command(services["arbiter-1"]), "--port"),
+        flag(command(services["arbiter-2"]), "--port"),
+    ]
     token = Path(hive["yarn.arbiter.service.token.file"])
     site = mounted_at(services["arbiter-1"], "/etc/yarn-arbiter/arbiter-site.xml")
     arbiter_conf = load_config(site, environ={})

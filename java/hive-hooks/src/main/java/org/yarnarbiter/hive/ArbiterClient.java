@@ -90,8 +90,10 @@ public final class ArbiterClient {
   }
 
   private static final Object LOCK = new Object();
-  private static ManagedChannel channel;
-  private static String channelKey;
+  /** One channel per arbiter (address and TLS setting): two for an active/standby pair. */
+  private static final java.util.Map<String, ManagedChannel> CHANNELS = new java.util.HashMap<>();
+  /** Bounds the channels kept when settings keep changing (sessions cannot change them). */
+  static final int MAX_CHANNELS = 8;
   private static boolean shutdownHookAdded;
 
   private ArbiterClient() {}
@@ -175,26 +177,32 @@ public final class ArbiterClient {
     return CallOptions.DEFAULT.withDeadlineAfter(s.timeoutMs, TimeUnit.MILLISECONDS);
   }
 
-  /** The channel for these settings: created on first use, replaced when the address changes. */
+  /**
+   * The channel for these settings' arbiter: created on first use and kept (one per address of
+   * a pair); when more than {@link #MAX_CHANNELS} would be kept, the others are shut down.
+   */
   static ManagedChannel channel(ArbiterSettings s) {
     String key = s.channelKey();
-    ManagedChannel old = null;
+    java.util.List<ManagedChannel> old = new java.util.ArrayList<>();
     ManagedChannel ch;
     synchronized (LOCK) {
-      if (channel == null || !key.equals(channelKey)) {
-        old = channel;
-        channel = build(s);
-        channelKey = key;
+      ch = CHANNELS.get(key);
+      if (ch == null) {
+        if (CHANNELS.size() >= MAX_CHANNELS) {
+          old.addAll(CHANNELS.values());
+          CHANNELS.clear();
+        }
+        ch = build(s);
+        CHANNELS.put(key, ch);
         if (!shutdownHookAdded) {
           shutdownHookAdded = true;
           Runtime.getRuntime().addShutdownHook(
               new Thread(ArbiterClient::atExit, "yarn-arbiter-hooks-shutdown"));
         }
       }
-      ch = channel;
     }
-    if (old != null) {
-      old.shutdown(); // calls in flight on it finish
+    for (ManagedChannel c : old) {
+      c.shutdown(); // calls in flight on it finish
     }
     return ch;
   }
@@ -275,15 +283,14 @@ public final class ArbiterClient {
     reset();
   }
 
-  /** Close the channel so the next call builds a new one (JVM exit, tests). */
+  /** Close the channels so the next call builds new ones (JVM exit, tests). */
   static void reset() {
-    ManagedChannel ch;
+    java.util.List<ManagedChannel> chs;
     synchronized (LOCK) {
-      ch = channel;
-      channel = null;
-      channelKey = null;
+      chs = new java.util.ArrayList<>(CHANNELS.values());
+      CHANNELS.clear();
     }
-    if (ch != null) {
+    for (ManagedChannel ch : chs) {
       ch.shutdownNow();
     }
   }

@@ -4,6 +4,9 @@ import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
 import java.util.function.Function;
 
 /**
@@ -14,7 +17,10 @@ import java.util.function.Function;
  * token to {@code hive.conf.hidden.list}).
  *
  * <ul>
- *   <li>{@code yarn.arbiter.address} host:port of the arbiter (required; unset: the hooks do nothing)
+ *   <li>{@code yarn.arbiter.address} host:port of the arbiter (required; unset: the hooks do nothing),
+ *       or a comma-separated list {@code a1:50051,a2:50051} for an active/standby pair: a
+ *       registration goes to the address that last answered and fails over to the next when one
+ *       is unreachable or answers UNAVAILABLE (a standby does)
  *   <li>{@code yarn.arbiter.service.token} / {@code yarn.arbiter.service.token.file}: the query-service
  *       credential, sent on RegisterQuery as {@code x-service-token} (not sent if neither is set)
  *   <li>{@code yarn.arbiter.timeout.ms} (2000): the deadline of every call
@@ -35,7 +41,10 @@ public final class ArbiterSettings {
   public static final String TLS_CA = "yarn.arbiter.tls.ca";
   static final String QUERYLOG_LOCATION = "hive.querylog.location";
 
+  /** This settings' one arbiter address (the first of {@link #addresses} from {@link #from}). */
   public final String address;
+  /** Every address configured, in order (one unless an active/standby pair is named). */
+  public final List<String> addresses;
   public final String host;
   public final int port;
   public final long timeoutMs;
@@ -48,8 +57,10 @@ public final class ArbiterSettings {
   private final String token;
   private final String tokenFile;
 
-  private ArbiterSettings(Function<String, String> conf, String address) {
+  private ArbiterSettings(Function<String, String> conf, List<String> addresses, int index) {
+    String address = addresses.get(index);
     this.address = address;
+    this.addresses = addresses;
     int colon = address.lastIndexOf(':');
     if (colon <= 0 || colon == address.length() - 1) {
       throw new IllegalArgumentException(ADDRESS + " must be host:port, got '" + address + "'");
@@ -83,8 +94,42 @@ public final class ArbiterSettings {
    * {@code yarn.arbiter.address} is unset. A malformed address throws IllegalArgumentException.
    */
   public static ArbiterSettings from(Function<String, String> conf) {
-    String address = blankToNull(conf.apply(ADDRESS));
-    return address == null ? null : new ArbiterSettings(conf, address);
+    String value = blankToNull(conf.apply(ADDRESS));
+    if (value == null) {
+      return null;
+    }
+    List<String> all = new ArrayList<>();
+    for (String a : value.split(",")) {
+      String t = blankToNull(a);
+      if (t == null) {
+        throw new IllegalArgumentException(
+            ADDRESS + " must be host:port[,host:port...], got '" + value + "'");
+      }
+      if (!all.contains(t)) {
+        all.add(t);
+      }
+    }
+    List<String> addresses = Collections.unmodifiableList(all);
+    ArbiterSettings first = new ArbiterSettings(conf, addresses, 0);
+    List<ArbiterSettings> each = new ArrayList<>();
+    each.add(first);
+    for (int i = 1; i < addresses.size(); i++) {
+      each.add(new ArbiterSettings(conf, addresses, i)); // a malformed address throws here
+    }
+    for (ArbiterSettings s : each) {
+      s.candidates = Collections.unmodifiableList(each);
+    }
+    return first;
+  }
+
+  private List<ArbiterSettings> candidates;
+
+  /**
+   * The settings of every configured address (this one's among them), each for one arbiter:
+   * what a registration tries, in turn, when the arbiters are an active/standby pair.
+   */
+  public List<ArbiterSettings> candidates() {
+    return candidates;
   }
 
   /**

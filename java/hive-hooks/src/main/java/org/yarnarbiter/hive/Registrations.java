@@ -34,6 +34,8 @@ import org.yarnarbiter.hive.ArbiterClient.Registration;
  * thread when its operation is closed, and an interrupted gRPC call is abandoned, which would
  * leave the query counted. An unregistration that fails (arbiter unreachable) is retried in
  * the background, so an outage does not leave finished queries counted once the arbiter is back.
+ * With an active/standby pair of arbiters, a registration fails over to the next address when
+ * one does not answer or answers UNAVAILABLE; the job is then unregistered where it was made.
  */
 final class Registrations {
   static final Logger LOG = LoggerFactory.getLogger("org.yarnarbiter.hive.ArbiterQueryHook");
@@ -59,6 +61,8 @@ final class Registrations {
    * that something listens at the address, and fail fast if not.
    */
   private static volatile boolean unreachable;
+  /** The address that last registered a query (of a pair: the active, as far as we know). */
+  private static volatile String preferred;
 
   private static final ThreadPoolExecutor CALLS = new ThreadPoolExecutor(
       0, 64, 60, TimeUnit.SECONDS, new SynchronousQueue<Runnable>(),
@@ -110,18 +114,30 @@ final class Registrations {
       return have == FAILED ? null : have;
     }
     final boolean outage = OUTAGE.isDown() && unreachable;
-    if (outage && !ArbiterClient.probe(s, Math.min(s.timeoutMs, PROBE_MS))) {
-      OUTAGE.failure("RegisterQuery for " + queryId + " at " + s.address,
-          new java.net.ConnectException("nothing answers at " + s.address));
-      BY_QUERY.putIfAbsent(queryId, FAILED);
-      return null;
+    Registration r = null;
+    Exception failure = null;
+    ArbiterSettings at = s;
+    for (final ArbiterSettings c : inTurn(s)) {
+      at = c;
+      if (outage && !ArbiterClient.probe(c, Math.min(c.timeoutMs, PROBE_MS))) {
+        failure = new java.net.ConnectException("nothing answers at " + c.address);
+        continue;
+      }
+      try {
+        r = call(c, () -> ArbiterClient.register(c, queryId, user == null ? "" : user, outage));
+        preferred = c.address;
+        break;
+      } catch (Exception e) {
+        failure = e;
+        if (!unreachable(e)) {
+          break; // refused (a credential, a limit): another arbiter of the pair would refuse too
+        }
+      }
     }
-    Registration r;
-    try {
-      r = call(s, () -> ArbiterClient.register(s, queryId, user == null ? "" : user, outage));
-    } catch (Exception e) {
-      unreachable = unreachable(e);
-      OUTAGE.failure("RegisterQuery for " + queryId + " at " + s.address, e);
+    if (r == null) {
+      unreachable = failure == null || unreachable(failure)
+          || failure instanceof java.net.ConnectException;
+      OUTAGE.failure("RegisterQuery for " + queryId + " at " + at.address, failure);
       BY_QUERY.putIfAbsent(queryId, FAILED);
       return null;
     }
@@ -133,6 +149,27 @@ final class Registrations {
     }
     LOG.debug("yarn-arbiter: registered {} as {}", queryId, r.jobId);
     return r;
+  }
+
+  /**
+   * The arbiters to try, in turn: the one that last registered a query first, then the others
+   * in their configured order (an active/standby pair: the standby answers UNAVAILABLE).
+   */
+  static java.util.List<ArbiterSettings> inTurn(ArbiterSettings s) {
+    java.util.List<ArbiterSettings> all = s.candidates();
+    String p = preferred;
+    java.util.List<ArbiterSettings> order = new java.util.ArrayList<>(all.size());
+    for (ArbiterSettings c : all) {
+      if (c.address.equals(p)) {
+        order.add(c);
+      }
+    }
+    for (ArbiterSettings c : all) {
+      if (!c.address.equals(p)) {
+        order.add(c);
+      }
+    }
+    return order;
   }
 
   static Registration get(String queryId) {
@@ -321,6 +358,7 @@ final class Registrations {
     PENDING_UNREGISTER.clear();
     pendingCount.set(0);
     unreachable = false;
+    preferred = null;
     OUTAGE.success();
   }
 }

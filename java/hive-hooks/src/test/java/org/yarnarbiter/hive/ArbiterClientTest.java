@@ -49,12 +49,20 @@ class ArbiterClientTest {
     volatile String requiredServiceToken;
     volatile long registerDelayMs;
     volatile long unregisterDelayMs;
+    /** A standby of an active/standby pair: every call is refused with UNAVAILABLE. */
+    volatile boolean standby;
+    final AtomicInteger registerCalls = new AtomicInteger();
     final Server server;
 
     FakeArbiter(int port) throws IOException {
       final io.grpc.Context.Key<Metadata> headers = io.grpc.Context.key("headers");
       ServerServiceDefinition def = ServerServiceDefinition.builder(ArbiterClient.SERVICE)
           .addMethod(ArbiterClient.REGISTER_QUERY, ServerCalls.asyncUnaryCall((req, out) -> {
+            registerCalls.incrementAndGet();
+            if (standby) {
+              out.onError(Status.UNAVAILABLE.withDescription("standby; the active is elsewhere").asRuntimeException());
+              return;
+            }
             String token = headers.get().get(ArbiterClient.SERVICE_TOKEN);
             serviceTokens.add(String.valueOf(token));
             if (requiredServiceToken != null && !requiredServiceToken.equals(token)) {
@@ -146,8 +154,12 @@ class ArbiterClientTest {
   }
 
   static ArbiterSettings settings(int port, String... kv) {
+    return settingsAt("127.0.0.1:" + port, kv);
+  }
+
+  static ArbiterSettings settingsAt(String address, String... kv) {
     Map<String, String> m = new HashMap<>();
-    m.put(ArbiterSettings.ADDRESS, "127.0.0.1:" + port);
+    m.put(ArbiterSettings.ADDRESS, address);
     m.put(ArbiterSettings.TIMEOUT_MS, "1000");
     for (int i = 0; i < kv.length; i += 2) {
       m.put(kv[i], kv[i + 1]);
@@ -369,5 +381,107 @@ class ArbiterClientTest {
     assertEquals("::1", ArbiterSettings.from(m::get).host);
     m.put(ArbiterSettings.ADDRESS, "nohostport");
     assertThrows(IllegalArgumentException.class, () -> ArbiterSettings.from(m::get));
+  }
+
+  @Test
+  void aPairOfAddresses() {
+    ArbiterSettings s = settingsAt(" 127.0.0.1:1 , [::1]:2,127.0.0.1:1");
+    assertEquals(java.util.Arrays.asList("127.0.0.1:1", "[::1]:2"), s.addresses);
+    assertEquals("127.0.0.1:1", s.address);
+    assertEquals(2, s.candidates().size());
+    assertEquals("::1", s.candidates().get(1).host);
+    assertEquals(2, s.candidates().get(1).port);
+    assertSame(s, s.candidates().get(0));
+    assertThrows(IllegalArgumentException.class, () -> settingsAt("127.0.0.1:1,,127.0.0.1:2"));
+    assertThrows(IllegalArgumentException.class, () -> settingsAt("127.0.0.1:1,nohostport"));
+  }
+
+  @Test
+  void registersWithTheActiveWhenTheFirstAddressIsTheStandby() throws Exception {
+    FakeArbiter active = new FakeArbiter(0);
+    try {
+      arbiter.standby = true;
+      ArbiterSettings s = settingsAt("127.0.0.1:" + arbiter.port() + ",127.0.0.1:" + active.port());
+      Registration r = Registrations.ensure(s, "q1", "alice");
+      assertNotNull(r);
+      assertEquals("127.0.0.1:" + active.port(), r.settings.address);
+      assertEquals(1, active.jobs.size());
+      assertTrue(arbiter.jobs.isEmpty());
+      assertTrue(!Registrations.OUTAGE.isDown());
+      // the next query goes to the active first: the standby is not asked again
+      assertNotNull(Registrations.ensure(s, "q2", "bob"));
+      assertEquals(1, arbiter.registerCalls.get());
+      assertEquals(2, active.jobs.size());
+      // the share is read from, and the job left at, the arbiter that registered it
+      assertEquals(2, ArbiterClient.currentShare(r).activeJobs);
+      Registrations.release("q1");
+      Registrations.release("q2");
+      assertTrue(active.jobs.isEmpty());
+    } finally {
+      active.stop();
+    }
+  }
+
+  @Test
+  void failsOverWhenTheActiveDiesAndTheStandbyTakesOver() throws Exception {
+    FakeArbiter second = new FakeArbiter(0);
+    try {
+      second.standby = true;
+      ArbiterSettings s = settingsAt("127.0.0.1:" + arbiter.port() + ",127.0.0.1:" + second.port());
+      assertEquals("127.0.0.1:" + arbiter.port(), Registrations.ensure(s, "before", "u").settings.address);
+      Registrations.release("before");
+      arbiter.stop(); // kill the active: nothing listens at its address any more
+      arbiter = null;
+      second.standby = false; // the standby won the election
+      Registration r = Registrations.ensure(s, "after", "u");
+      assertNotNull(r);
+      assertEquals("127.0.0.1:" + second.port(), r.settings.address);
+      assertEquals(1, second.jobs.size());
+      assertTrue(!Registrations.OUTAGE.isDown());
+      Registrations.release("after");
+      assertTrue(second.jobs.isEmpty());
+    } finally {
+      second.stop();
+    }
+  }
+
+  @Test
+  void aDeadFirstAddressFallsThroughToTheLiveOne() throws Exception {
+    int dead = freePort();
+    ArbiterSettings s = settingsAt("127.0.0.1:" + dead + ",127.0.0.1:" + arbiter.port());
+    Registration r = Registrations.ensure(s, "q", "u");
+    assertNotNull(r);
+    assertEquals(1, arbiter.jobs.size());
+  }
+
+  @Test
+  void aRefusedCredentialIsNotRetriedAtTheOtherArbiter() throws Exception {
+    FakeArbiter second = new FakeArbiter(0);
+    try {
+      arbiter.requiredServiceToken = "right";
+      ArbiterSettings s = settingsAt("127.0.0.1:" + arbiter.port() + ",127.0.0.1:" + second.port(),
+          ArbiterSettings.SERVICE_TOKEN, "wrong");
+      assertNull(Registrations.ensure(s, "q", "u"));
+      assertEquals(0, second.registerCalls.get());
+      assertTrue(Registrations.OUTAGE.isDown());
+    } finally {
+      second.stop();
+    }
+  }
+
+  @Test
+  void bothArbitersDownQueriesRunAndFailFast() throws Exception {
+    int a = freePort();
+    int b = freePort();
+    ArbiterSettings s = settingsAt("127.0.0.1:" + a + ",127.0.0.1:" + b);
+    assertNull(Registrations.ensure(s, "down0", "u"));
+    assertTrue(Registrations.OUTAGE.isDown());
+    long t0 = System.nanoTime();
+    for (int i = 1; i <= 20; i++) {
+      assertNull(Registrations.ensure(s, "down" + i, "u"));
+      Registrations.release("down" + i);
+    }
+    long perQueryMs = (System.nanoTime() - t0) / 1_000_000 / 20;
+    assertTrue(perQueryMs < 100, "a query costs " + perQueryMs + " ms while both arbiters are down");
   }
 }
