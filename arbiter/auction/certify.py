@@ -31,13 +31,14 @@ starts from that incumbent. A greedy allocation that misses a starving app chang
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import highspy
 import numpy as np
 
 from arbiter.auction.formulation import _App, _cost
 from arbiter.auction.solve import _EXACT_GAP, _CliqueMarket
+from arbiter.auction.zerohalf import ZeroHalfCut, zero_half_cuts
 
 # LP branch-and-bound nodes of a ``-i`` solve once the PF needed the MILP (the root only).
 _TAIL_NODES = 1
@@ -55,23 +56,91 @@ class _DualMarket(_CliqueMarket):
     whose PF did not, 0-4 did).
     """
 
+    # Rounds of cut separation per node: the zero-half cuts close the tail's half-integral LPs
+    # in 5-15 rounds of a few milliseconds each (arbiter.auction.zerohalf).
+    cut_rounds = 40
+
     def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
         super().__init__(apps, members, clock)
         self.solves = 0
+        self.zero_half: set[ZeroHalfCut] = set()
+        # The unit rows (<= 1) the zero-half cuts combine, and their columns as one flat array
+        # (CSR) for the rows' activity at an LP point: app rows, GPU rows, then clique cuts.
+        self._rows: list[tuple[int, ...]] = []
+        self._row_cols: list[int] = []
+        self._row_start: list[int] = [0]
+        self._add_unit_rows((*self.cols_of.get(a, ()), self.empty_col[a]) for a in members)
+        self._add_unit_rows(tuple(cols) for cols in self.cols_by_gpu.values())
+        self._col = {(a, r): k for k, (a, r) in enumerate(zip(self.col_app, self.col_row))}
 
-    def solve_or_defer(
-        self,
-        excluded: frozenset[int] = frozenset(),
-        hint: Mapping[int, int] | None = None,
-        required: frozenset[int] = frozenset(),
-        gap: float = _EXACT_GAP,
-        improve: Callable[[Mapping[int, int]], dict[int, int]] | None = None,
-    ) -> dict[int, int] | Callable[[], dict[int, int]]:
-        found = super().solve_or_defer(excluded, hint, required, gap, improve)
-        self.solves += 1
-        if self.solves == 1 and self.milp_solves:
-            self.node_limit = _TAIL_NODES
+    def _add_unit_rows(self, rows: Iterable[tuple[int, ...]]) -> None:
+        for row in rows:
+            self._rows.append(row)
+            self._row_cols.extend(row)
+            self._row_start.append(len(self._row_cols))
+
+    def _add_cuts(self, added: list[tuple[int, ...]]) -> None:
+        super()._add_cuts(added)
+        self._add_unit_rows(added)
+
+    def _branch_and_bound(
+        self, zeroed: set[int], excluded: frozenset[int], hint: Mapping[int, int] | None
+    ) -> dict[int, int] | None:
+        """:meth:`_CliqueMarket._branch_and_bound` after reduced-cost fixing at the root.
+
+        With the LP bound LB and the incumbent's cost UB, a column whose reduced cost exceeds
+        UB - LB is in no allocation better than the incumbent, so it is fixed to 0 for this
+        solve (and for its MILP fallback, if any). On the tail's half-integral markets this
+        removes the interchangeable rows whose fractional combinations keep the LP from
+        becoming integral under the zero-half cuts: without it the bound stays put for dozens
+        of rounds while the LP moves between equally good fractional points.
+        """
+        fixed: set[int] = set()
+        if hint is not None:
+            h = self.h
+            h.run()
+            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+                offset = sum(self.apps[a].rows[0][1] for a in self.members if a in excluded)
+                lb = h.getInfo().objective_function_value - offset
+                kept = {a: hint.get(a, 0) for a in self.members if a not in excluded}
+                ub = _cost(self.apps, kept)
+                reduced = np.asarray(h.getSolution().col_dual)
+                used = {self._col[a, r] for a, r in kept.items()}
+                fixed = set(np.flatnonzero(reduced > ub - lb + 1e-7).tolist()) - zeroed - used
+                self._bounds(h, fixed, 0.0, 0.0)
+        try:
+            found = super()._branch_and_bound(zeroed | fixed, excluded, hint)
+        finally:
+            self._bounds(self.h, fixed, 0.0, 1.0)
+        if fixed and self.root is not None:
+            # the MILP fallback's own reduced-cost fixing keeps these columns out too
+            bound, reduced_root = self.root
+            reduced_root = reduced_root.copy()
+            reduced_root[list(fixed)] = math.inf
+            self.root = (bound, reduced_root)
         return found
+
+    def _separate(self, values: np.ndarray) -> int:
+        """Maximal-clique cuts (:class:`_CliqueMarket`); when none is violated, zero-half cuts
+        of the app, GPU and clique rows (:mod:`arbiter.auction.zerohalf`)."""
+        added = super()._separate(values)
+        if added:
+            return added
+        start = np.asarray(self._row_start)
+        activity = np.add.reduceat(values[np.asarray(self._row_cols)], start[:-1])
+        found = zero_half_cuts(self._rows, values, activity=activity)
+        cuts = [cut for cut in found if cut not in self.zero_half]
+        if cuts:
+            self.zero_half.update(cuts)
+            starts = np.cumsum([0] + [len(c[0]) for c in cuts[:-1]]).astype(np.int32)
+            index = np.fromiter((k for c in cuts for k in c[0]), dtype=np.int32)
+            value = np.fromiter((v for c in cuts for v in c[1]), dtype=np.float64)
+            n = len(cuts)
+            upper = np.array([float(c[2]) for c in cuts])
+            self.h.addRows(
+                n, np.full(n, -highspy.kHighsInf), upper, index.size, starts, index, value
+            )
+        return len(cuts)
 
     def lagrangian_bounds(self, market: list[int], required: frozenset[int]) -> dict[int, float]:
         """``L_i`` (module docstring) for each i of ``market`` (the apps of this component
