@@ -42,6 +42,9 @@ from arbiter.auction.zerohalf import ZeroHalfCut, zero_half_cuts
 
 # LP branch-and-bound nodes of a ``-i`` solve once the PF needed the MILP (the root only).
 _TAIL_NODES = 1
+# Reduced-cost fixing keeps a column unless its bound exceeds the incumbent by this much
+# (absolute, in Σ log ρ; far below the PF's exact gap's effect on any c_i).
+_FIX_MARGIN = 1e-9
 
 
 class _DualMarket(_CliqueMarket):
@@ -59,6 +62,10 @@ class _DualMarket(_CliqueMarket):
     # Rounds of cut separation per node: the zero-half cuts close the tail's half-integral LPs
     # in 5-15 rounds of a few milliseconds each (arbiter.auction.zerohalf).
     cut_rounds = 40
+    # Zero-half rounds in a row that may leave the LP's value unchanged before the node
+    # branches instead: on the tail's degenerate LPs the cuts can move the LP between equally
+    # good fractional points for dozens of rounds.
+    stall_rounds = 10
 
     def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
         super().__init__(apps, members, clock)
@@ -71,7 +78,28 @@ class _DualMarket(_CliqueMarket):
         self._row_start: list[int] = [0]
         self._add_unit_rows((*self.cols_of.get(a, ()), self.empty_col[a]) for a in members)
         self._add_unit_rows(tuple(cols) for cols in self.cols_by_gpu.values())
-        self._col = {(a, r): k for k, (a, r) in enumerate(zip(self.col_app, self.col_row))}
+        self._costs = np.asarray(self.lp.col_cost_)
+        self._objective = math.nan
+        self._stalled = 0
+        position = {a: n for n, a in enumerate(members)}
+        # per column, the position of its app in ``members``
+        self._col_pos = np.asarray([position[a] for a in self.col_app], dtype=np.int64)
+        pairs = zip(self.col_app, self.col_row, strict=True)
+        self._col = {(a, r): k for k, (a, r) in enumerate(pairs)}
+
+    def solve_or_defer(
+        self,
+        excluded: frozenset[int] = frozenset(),
+        hint: Mapping[int, int] | None = None,
+        required: frozenset[int] = frozenset(),
+        gap: float = _EXACT_GAP,
+        improve: Callable[[Mapping[int, int]], dict[int, int]] | None = None,
+    ) -> dict[int, int] | Callable[[], dict[int, int]]:
+        found = super().solve_or_defer(excluded, hint, required, gap, improve)
+        self.solves += 1
+        if self.solves == 1 and self.milp_solves:
+            self.node_limit = _TAIL_NODES
+        return found
 
     def _add_unit_rows(self, rows: Iterable[tuple[int, ...]]) -> None:
         for row in rows:
@@ -88,26 +116,29 @@ class _DualMarket(_CliqueMarket):
     ) -> dict[int, int] | None:
         """:meth:`_CliqueMarket._branch_and_bound` after reduced-cost fixing at the root.
 
-        With the LP bound LB and the incumbent's cost UB, a column whose reduced cost exceeds
-        UB - LB is in no allocation better than the incumbent, so it is fixed to 0 for this
-        solve (and for its MILP fallback, if any). On the tail's half-integral markets this
-        removes the interchangeable rows whose fractional combinations keep the LP from
-        becoming integral under the zero-half cuts: without it the bound stays put for dozens
-        of rounds while the LP moves between equally good fractional points.
+        With the LP's duals as Lagrangian prices (:meth:`_priced`), a column k whose bound
+        ``constant + Σ_{a ≠ app of k} min_a + reduced_k`` exceeds the incumbent's cost is in no
+        allocation better than the incumbent, so it is fixed to 0 for this solve (and for its
+        MILP fallback, if any). The bound is recomputed from the clamped duals, like the
+        certificates', so the fixing holds whatever HiGHS's accuracy. Fixed columns leave the
+        warm LP's fractional points too, so the zero-half cuts have fewer to cut off.
         """
         fixed: set[int] = set()
         if hint is not None:
             h = self.h
             h.run()
             if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
-                offset = sum(self.apps[a].rows[0][1] for a in self.members if a in excluded)
-                lb = h.getInfo().objective_function_value - offset
                 kept = {a: hint.get(a, 0) for a in self.members if a not in excluded}
-                ub = _cost(self.apps, kept)
-                reduced = np.asarray(h.getSolution().col_dual)
-                used = {self._col[a, r] for a, r in kept.items()}
-                fixed = set(np.flatnonzero(reduced > ub - lb + 1e-7).tolist()) - zeroed - used
-                self._bounds(h, fixed, 0.0, 0.0)
+                # the LP's objective counts the excluded apps on their empty rows
+                ub = _cost(self.apps, kept) + sum(self.apps[a].rows[0][1] for a in excluded)
+                reduced, constant, mins = self._priced(zeroed)
+                if np.isfinite(mins).all():  # (no app has every row at 0)
+                    # a bound on every allocation that takes column k: the others at their best
+                    with_k = constant + mins.sum() - mins[self._col_pos] + reduced
+                    used = {self._col[a, r] for a, r in kept.items()}
+                    over = np.flatnonzero(with_k > ub + _FIX_MARGIN).tolist()
+                    fixed = set(over) - zeroed - used
+                    self._bounds(h, fixed, 0.0, 0.0)
         try:
             found = super()._branch_and_bound(zeroed | fixed, excluded, hint)
         finally:
@@ -126,6 +157,11 @@ class _DualMarket(_CliqueMarket):
         added = super()._separate(values)
         if added:
             return added
+        objective = float(values @ self._costs)
+        self._stalled = self._stalled + 1 if abs(objective - self._objective) <= 1e-9 else 0
+        self._objective = objective
+        if self._stalled >= self.stall_rounds:
+            return 0
         start = np.asarray(self._row_start)
         activity = np.add.reduceat(values[np.asarray(self._row_cols)], start[:-1])
         found = zero_half_cuts(self._rows, values, activity=activity)
@@ -165,6 +201,19 @@ class _DualMarket(_CliqueMarket):
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return {}
+        _, constant, mins = self._priced(zeroed)
+        position = {a: n for n, a in enumerate(self.members)}
+        total = sum(float(mins[position[a]]) for a in market)
+        return {i: total - float(mins[position[i]]) + constant for i in market}
+
+    def _priced(self, zeroed: set[int]) -> tuple[np.ndarray, float, np.ndarray]:
+        """Lagrangian prices of the packing rows (GPUs and cuts, each ``<= b_r``) from the
+        current LP's duals clamped to ``y <= 0``: every column's reduced cost
+        ``c_k - Σ_{r ∋ k} y_r a_rk``, the constant ``Σ_r y_r b_r`` and, per app (in
+        ``members`` order), its smallest reduced cost over the columns not in ``zeroed``.
+        For any such y and any allocation x (one row per app) that the packing rows allow,
+        ``cost(x) >= constant + Σ_k reduced_k x_k``."""
+        h = self.h
         n_apps = len(self.members)
         row_dual = np.asarray(h.getSolution().row_dual)
         y = np.minimum(row_dual[n_apps:], 0.0)
@@ -179,14 +228,11 @@ class _DualMarket(_CliqueMarket):
         paid = np.bincount(col_of, weights=per_entry, minlength=lp.num_col_)
         reduced = np.asarray(lp.col_cost_) - paid
         constant = float(y @ np.asarray(lp.row_upper_)[n_apps:])
-        mins: dict[int, float] = {}
-        for col, (a, _) in enumerate(zip(self.col_app, self.col_row, strict=True)):
-            if col not in zeroed:
-                r = float(reduced[col])
-                if r < mins.get(a, math.inf):
-                    mins[a] = r
-        total = sum(mins[a] for a in market)
-        return {i: total - mins[i] + constant for i in market}
+        free = np.ones(lp.num_col_, dtype=bool)
+        free[list(zeroed)] = False
+        mins = np.full(n_apps, np.inf)
+        np.minimum.at(mins, self._col_pos[free], reduced[free])
+        return reduced, constant, mins
 
 
 def _certified(
