@@ -151,6 +151,44 @@ class _DualMarket(_CliqueMarket):
             self.root = (bound, reduced_root)
         return found
 
+    def _rounded(
+        self, values: np.ndarray, zeroed: set[int], excluded: frozenset[int]
+    ) -> dict[int, int] | None:
+        """Rows taken greedily by LP value (largest first, each app once, GPUs disjoint, no
+        column in ``zeroed``); every app left over then takes its cheapest row that still
+        fits (its empty row if that is allowed and nothing fits). None when an app that must
+        be served finds no row. On the tail's degenerate LPs the bound is often already the
+        optimum while the LP point stays fractional: this finds an allocation that meets it.
+        """
+        apps = self.apps
+        used: set[int] = set()
+        choice: dict[int, int] = {}
+        allowed = np.ones(values.size, dtype=bool)
+        allowed[list(zeroed)] = False
+        support = np.flatnonzero((values > 1e-9) & allowed)
+        for k in support[np.argsort(-values[support], kind="stable")].tolist():
+            a = self.col_app[k]
+            if a in choice:
+                continue
+            gpus = apps[a].rows[self.col_row[k]][0]
+            if used.isdisjoint(gpus):
+                choice[a] = self.col_row[k]
+                used |= gpus
+        for a in self.members:
+            if a in choice or a in excluded:
+                continue
+            best_r, best_c = -1, math.inf
+            for k in (*self.cols_of.get(a, ()), self.empty_col[a]):
+                r = self.col_row[k]
+                gpus, cost = apps[a].rows[r]
+                if allowed[k] and cost < best_c and used.isdisjoint(gpus):
+                    best_r, best_c = r, cost
+            if best_r < 0:
+                return None
+            choice[a] = best_r
+            used |= apps[a].rows[best_r][0]
+        return {a: r for a, r in choice.items() if a not in excluded}
+
     def _separate(self, values: np.ndarray) -> int:
         """Maximal-clique cuts (:class:`_CliqueMarket`); when none is violated, zero-half cuts
         of the app, GPU and clique rows (:mod:`arbiter.auction.zerohalf`)."""
