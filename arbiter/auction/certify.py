@@ -127,7 +127,10 @@ class _DualMarket(_CliqueMarket):
         if hint is not None:
             h = self.h
             h.run()
-            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            values = np.asarray(h.getSolution().col_value)
+            # (an integral LP point ends the solve at the root: nothing to fix)
+            fractional = ((values > 1e-9) & (values < 1 - 1e-9)).any()
+            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and fractional:
                 kept = {a: hint.get(a, 0) for a in self.members if a not in excluded}
                 # the LP's objective counts the excluded apps on their empty rows
                 ub = _cost(self.apps, kept) + sum(self.apps[a].rows[0][1] for a in excluded)
