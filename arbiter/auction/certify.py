@@ -64,6 +64,9 @@ _TAIL_NODES = 1
 # Reduced-cost fixing keeps a column unless its bound exceeds the incumbent by this much
 # (absolute, in Σ log ρ; far below the PF's exact gap's effect on any c_i).
 _FIX_MARGIN = 1e-9
+# Branch-and-bound failures (MILP fallbacks) that, when more than the solves the LP closed,
+# turn the zero-half cuts and the fixing off for the rest of the auction (_DualMarket._give_up).
+_GIVE_UP = 3
 
 
 class _DualMarket(_CliqueMarket):
@@ -100,6 +103,10 @@ class _DualMarket(_CliqueMarket):
         self._costs = np.asarray(self.lp.col_cost_)
         self._objective = math.nan
         self._stalled = 0
+        self._zero_half_rows: list[int] = []  # their rows in the warm LP
+        # Solves whose root LP was fractional: closed by the LP branch and bound, or not.
+        self._closed = self._failed = 0
+        self._fixing = True  # reduced-cost fixing at the root (off with the zero-half cuts)
         position = {a: n for n, a in enumerate(members)}
         # per column, the position of its app in ``members``
         self._col_pos = np.asarray([position[a] for a in self.col_app], dtype=np.int64)
@@ -143,7 +150,8 @@ class _DualMarket(_CliqueMarket):
         warm LP's fractional points too, so the zero-half cuts have fewer to cut off.
         """
         fixed: set[int] = set()
-        if hint is not None:
+        fractional = False
+        if hint is not None and self._fixing:
             h = self.h
             h.run()
             values = np.asarray(h.getSolution().col_value)
@@ -171,7 +179,27 @@ class _DualMarket(_CliqueMarket):
             reduced_root = reduced_root.copy()
             reduced_root[list(fixed)] = math.inf
             self.root = (bound, reduced_root)
+        if found is None:
+            self._failed += 1
+        elif fractional:
+            self._closed += 1
+        if self._fixing and self._failed >= _GIVE_UP and self._failed > self._closed:
+            self._give_up()
         return found
+
+    def _give_up(self) -> None:
+        """Back to :class:`_CliqueMarket`'s search for the rest of the auction: a market whose
+        ``-i`` solves mostly end in the MILP even with the zero-half cuts (crowded markets,
+        e.g. 64 apps on 64 GPUs, where the LP gap is not the tail's symmetric one) only pays
+        for them: over a thousand cut rows made every warm LP run up to 18 ms there. The
+        zero-half rows leave the LP; the clique cuts stay."""
+        self._fixing = False
+        self.stall_rounds = 0
+        self.cut_rounds = _CliqueMarket.cut_rounds
+        if self._zero_half_rows:
+            rows = np.asarray(self._zero_half_rows, dtype=np.int32)
+            self.h.deleteRows(rows.size, rows)
+            self._zero_half_rows = []
 
     def _rounded(
         self, values: np.ndarray, zeroed: set[int], excluded: frozenset[int]
@@ -233,6 +261,8 @@ class _DualMarket(_CliqueMarket):
             value = np.fromiter((v for c in cuts for v in c[1]), dtype=np.float64)
             n = len(cuts)
             upper = np.array([float(c[2]) for c in cuts])
+            first = self.h.getNumRow()
+            self._zero_half_rows.extend(range(first, first + n))
             self.h.addRows(
                 n, np.full(n, -highspy.kHighsInf), upper, index.size, starts, index, value
             )
