@@ -156,7 +156,7 @@ class _DualMarket(_CliqueMarket):
             h.run()
             values = np.asarray(h.getSolution().col_value)
             # (an integral LP point ends the solve at the root: nothing to fix)
-            fractional = ((values > 1e-9) & (values < 1 - 1e-9)).any()
+            fractional = bool(((values > 1e-9) & (values < 1 - 1e-9)).any())
             if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and fractional:
                 kept = {a: hint.get(a, 0) for a in self.members if a not in excluded}
                 # the LP's objective counts the excluded apps on their empty rows
