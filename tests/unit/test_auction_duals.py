@@ -244,3 +244,25 @@ def test_benchmark_tail_instance_without_milp_fallbacks() -> None:
     ours = partial_allocation(bids, offered, solver=Solver.DUALS)
     assert ours.solves <= 5
     agree(ours, partial_allocation(bids, offered, solver=Solver.CLIQUES))
+
+
+def test_giving_up_the_zero_half_cuts_removes_their_rows_and_stays_exact() -> None:
+    """A market that gives up the zero-half cuts (its ``-i`` solves mostly ended in the MILP)
+    deletes their rows from the warm LP; every later solve still finds the clique solver's
+    optimum."""
+    bids, offered = random_instance(CLUSTER, 16, 16, 8, seed=9000)
+    apps = _prepare(bids, offered)
+    comp = max(_components(apps), key=len)
+    market = _DualMarket(apps, comp, time.monotonic)
+    cliques = _CliqueMarket(apps, comp, time.monotonic)
+    assert _cost(apps, market.solve()) == pytest.approx(_cost(apps, cliques.solve()), abs=1e-9)
+    rows, added = market.h.getNumRow(), len(market._zero_half_rows)
+    assert added > 0
+    market._give_up()
+    assert market.h.getNumRow() == rows - added and market.stall_rounds == 0
+    for i in comp:
+        without = frozenset({i})
+        assert _cost(apps, market.solve(without)) == pytest.approx(
+            _cost(apps, cliques.solve(without)), abs=1e-9
+        )
+    assert not market._zero_half_rows
