@@ -35,7 +35,11 @@ interchangeable machines, in odd cycles) become integral in a few rounds; before
 ``-i`` solves was a HiGHS MILP of 20-30 ms. Like the clique cuts, each holds for every market
 without some apps and stays in the warm LP. The LP of these markets is very degenerate (the
 cuts can move it between equally good fractional points for dozens of rounds), so a node stops
-separating after ``stall_rounds`` rounds in a row that leave its value unchanged.
+separating after ``stall_rounds`` rounds in a row that leave its value unchanged. A market
+whose ``-i`` solves mostly end in HiGHS's MILP anyway (at least ``_GIVE_UP`` of them, and more
+than the LP closed: crowded markets such as 64 apps on 64 GPUs, where the gap is not the
+tail's symmetric one) gives the zero-half cuts up for the rest of the auction and deletes
+their rows, which there made every warm LP run several times slower.
 
 **Reduced-cost fixing at each solve's root.** When a solve's first LP is fractional, its duals
 (clamped, as for the certificates) bound every allocation that takes a given column; a column
