@@ -108,7 +108,8 @@ class _DualMarket(_CliqueMarket):
         self._objective = math.nan
         self._stalled = 0
         self._zero_half_rows: list[int] = []  # their rows in the warm LP
-        # Solves whose root LP was fractional: closed by the LP branch and bound, or not.
+        # Solves the LP branch and bound closed with new zero-half cuts, and solves it gave
+        # up on (MILP fallbacks).
         self._closed = self._failed = 0
         self._fixing = True  # reduced-cost fixing at the root (off with the zero-half cuts)
         position = {a: n for n, a in enumerate(members)}
@@ -127,6 +128,10 @@ class _DualMarket(_CliqueMarket):
     ) -> dict[int, int] | Callable[[], dict[int, int]]:
         found = super().solve_or_defer(excluded, hint, required, gap, improve)
         self.solves += 1
+        if self.solves == 1 and not self.zero_half:
+            # The PF's LP needed no zero-half cut: the fixing's extra LP run per solve would
+            # cost more than it saves (most ``-i`` LPs of such markets are integral at once).
+            self._fixing = False
         if self.solves == 1 and self.milp_solves:
             self.node_limit = _TAIL_NODES
         return found
@@ -154,13 +159,13 @@ class _DualMarket(_CliqueMarket):
         warm LP's fractional points too, so the zero-half cuts have fewer to cut off.
         """
         fixed: set[int] = set()
-        fractional = False
+        cuts_before = len(self.zero_half)
         if hint is not None and self._fixing:
             h = self.h
             h.run()
             values = np.asarray(h.getSolution().col_value)
             # (an integral LP point ends the solve at the root: nothing to fix)
-            fractional = bool(((values > 1e-9) & (values < 1 - 1e-9)).any())
+            fractional = ((values > 1e-9) & (values < 1 - 1e-9)).any()
             if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and fractional:
                 kept = {a: hint.get(a, 0) for a in self.members if a not in excluded}
                 # the LP's objective counts the excluded apps on their empty rows
@@ -185,9 +190,9 @@ class _DualMarket(_CliqueMarket):
             self.root = (bound, reduced_root)
         if found is None:
             self._failed += 1
-        elif fractional:
+        elif len(self.zero_half) > cuts_before:
             self._closed += 1
-        if self._fixing and self._failed >= _GIVE_UP and self._failed > self._closed:
+        if self.stall_rounds and self._failed >= _GIVE_UP and self._failed > self._closed:
             self._give_up()
         return found
 
@@ -247,7 +252,7 @@ class _DualMarket(_CliqueMarket):
         """Maximal-clique cuts (:class:`_CliqueMarket`); when none is violated, zero-half cuts
         of the app, GPU and clique rows (:mod:`arbiter.auction.zerohalf`)."""
         added = super()._separate(values)
-        if added:
+        if added or not ((values > 1e-6) & (values < 1 - 1e-6)).any():
             return added
         objective = float(values @ self._costs)
         self._stalled = self._stalled + 1 if abs(objective - self._objective) <= 1e-9 else 0
