@@ -3,7 +3,7 @@
 The benchmark's tail (64 apps x 256 GPUs x 32 rows) is instances whose LP relaxation, even with
 every maximal-clique cut, is half-integral: about 20 apps at ½ on equal-ρ rows over
 interchangeable machines, in odd cycles of cliques. HiGHS's MILP closes that gap at its root
-node (its mod-k cuts), but each ``-i`` solve then costs a fresh MILP of 20-30 ms, about 42 times
+node (1 node in each), but each ``-i`` solve then costs a fresh MILP of 20-30 ms, about 42 times
 per instance. Here the same family of cuts is separated on the solver's own warm LP, so the LP
 itself becomes integral and no MILP runs.
 
