@@ -4,8 +4,8 @@ The benchmark's tail (64 apps x 256 GPUs x 32 rows) is instances whose LP relaxa
 every maximal-clique cut, is half-integral: about 20 apps at ½ on equal-ρ rows over
 interchangeable machines, in odd cycles of cliques. HiGHS's MILP closes that gap at its root
 node (1 node in each), but each ``-i`` solve then costs a fresh MILP of 20-30 ms, about 42 times
-per instance. Here the same family of cuts is separated on the solver's own warm LP, so the LP
-itself becomes integral and no MILP runs.
+per instance. Here {0, ½} cuts are separated on the solver's own warm LP, so the LP itself
+becomes integral and no MILP runs.
 
 A {0, ½}-Chvátal-Gomory cut: take a set S of valid rows ``Σ_{k in r} x_k <= 1`` (an app's rows,
 the rows on one GPU, a clique cut, or a bound ``x_k <= 1``), add them up and halve::
