@@ -7,8 +7,9 @@ half of them already holding GPUs outside the offer) and time the whole PA mecha
 solve, the n solves without each app, c_i, leftover):
 
 * **ours**: ``partial_allocation(..., solver=Solver.DUALS)``: the clique solver below, plus
-  c_i = 1 certified without a solve by Lagrangian bounds from the PF LP's duals, and the PF
-  requiring every starving app when a greedy allocation serves them all
+  c_i = 1 certified without a solve by Lagrangian bounds from the PF LP's duals, the PF
+  requiring every starving app when a greedy allocation serves them all, zero-half cuts
+  (:mod:`arbiter.auction.zerohalf`), reduced-cost fixing at each solve's root and LP rounding
   (:mod:`arbiter.auction.certify`);
 * **previous**: ``partial_allocation(..., solver=Solver.CLIQUES)`` (conflict components, LP with
   warm starts and maximal-clique cuts of the conflict graph, small branch and bound, HiGHS MILP
@@ -191,6 +192,8 @@ PROFILE_PARTS = {
     "model_build": ("solve.py", "__init__"),
     "lp_branch_and_bound": ("solve.py", "_branch_and_bound"),
     "cut_separation": ("solve.py", "_separate"),
+    "zero_half_cuts": ("zerohalf.py", "zero_half_cuts"),
+    "lp_rounding": ("certify.py", "_rounded"),
     "milp_fallback": ("solve.py", "_solve_milp"),
     "enumeration": ("solve.py", "_enumerate"),
     "incumbents": ("payments.py", "_reassign"),
@@ -231,8 +234,10 @@ def profile_points(points, instances: int) -> list[dict]:
                 )
                 for part, (file, name) in PROFILE_PARTS.items()
             }
-            # The separation runs inside the branch and bound: show the B&B net of it.
-            parts["lp_branch_and_bound"] -= parts["cut_separation"]
+            # The separation and the rounding run inside the branch and bound: show the B&B
+            # net of them.
+            for inside in ("cut_separation", "zero_half_cuts", "lp_rounding"):
+                parts["lp_branch_and_bound"] -= parts[inside]
             highs = sum(
                 v[2] for key, v in stats.items() if "highspy" in key[2] and ".run" in key[2]
             )

@@ -39,7 +39,10 @@ Speed comes from the problem's structure, not from approximations:
   (:mod:`arbiter.auction.certify`): Lagrangian bounds of every market without one app, from
   one LP's duals, settle c_i = 1 without a solve when they reach the others' PF rows (most
   of the ``-i`` solves at 64 apps x 256 GPUs), and the PF requires every starving app when a
-  greedy allocation serves them all (Gap 2: then every optimum does);
+  greedy allocation serves them all (Gap 2: then every optimum does); when no clique cut is
+  violated it separates zero-half cuts (:mod:`arbiter.auction.zerohalf`), which make the
+  half-integral LPs of the symmetric tail integral, fixes columns by reduced cost at each
+  solve's root and rounds fractional LP points into incumbents;
 * tiny components are enumerated.
 
 The PF allocation is solved to optimality (gap 1e-9 in Σ log ρ). The ``-i`` solves, which only
@@ -73,6 +76,7 @@ Layout of the package (every public name is importable from ``arbiter.auction``)
 * :mod:`arbiter.auction.solve`: HiGHS (clique cuts, LP branch and bound, MILP) and enumeration
   (:class:`Solver` picks the cuts);
 * :mod:`arbiter.auction.certify`: dual certificates of c_i = 1 (``Solver.DUALS``);
+* :mod:`arbiter.auction.zerohalf`: {0, ½}-Chvátal-Gomory cuts (``Solver.DUALS``);
 * :mod:`arbiter.auction.payments`: the PF allocation and the hidden payments c_i;
 * :mod:`arbiter.auction.leftover`: Gap 1, from c_i to whole GPUs and the leftover L;
 * :mod:`arbiter.auction.mechanism`: :func:`partial_allocation`, the one-shot PA auction;

@@ -1,7 +1,8 @@
 """Dual certificates for the PA auction's hidden payments (Themis §3.3, Pseudocode 1; spec B.5).
 
-``Solver.DUALS`` is :class:`~arbiter.auction.solve._CliqueMarket` (same cuts, same branch and
-bound, same checked MILP fallback) plus two exact shortcuts:
+``Solver.DUALS`` is :class:`~arbiter.auction.solve._CliqueMarket` (same clique cuts, same
+branch and bound, same checked MILP fallback) plus two exact shortcuts and three ways to close
+the LP's gap on the benchmark's tail without HiGHS's MILP (all listed below):
 
 **c_i = 1 from one LP's duals.** Most of the n solves without one app (53 of 64 on the
 benchmark's 64 x 256 x 32 instance 26001) end where they start: the others keep their PF
@@ -26,38 +27,98 @@ the PF solve (``required``, as in the ``-i`` solves) and that allocation is its 
 keeps the lexicographic weight of ρ = ∞ out of the PF's LP, and its MILP fallback (if any)
 starts from that incumbent. A greedy allocation that misses a starving app changes nothing
 (no requirement; the exact lexicographic solve runs as before).
+
+**Zero-half cuts** (:mod:`arbiter.auction.zerohalf`): when no clique cut is violated, {0, ½}
+Chvátal-Gomory cuts of the app, GPU and clique rows, found by elimination over GF(2). The
+tail's LPs (half-integral after every clique cut: apps at ½ on equal-ρ rows over
+interchangeable machines, in odd cycles) become integral in a few rounds; before, each of their
+``-i`` solves was a HiGHS MILP of 20-30 ms. Like the clique cuts, each holds for every market
+without some apps and stays in the warm LP. The LP of these markets is very degenerate (the
+cuts can move it between equally good fractional points for dozens of rounds), so a node stops
+separating after ``stall_rounds`` rounds in a row that leave its value unchanged. A market
+whose ``-i`` solves mostly end in HiGHS's MILP anyway (at least ``_GIVE_UP`` of them, and more
+than the LP closed: crowded markets such as 64 apps on 64 GPUs, where the gap is not the
+tail's symmetric one) gives the zero-half cuts up for the rest of the auction and deletes
+their rows, which there made every warm LP run several times slower.
+
+**Reduced-cost fixing at each solve's root.** When a solve's first LP is fractional, its duals
+(clamped, as for the certificates) bound every allocation that takes a given column; a column
+whose bound exceeds the incumbent's cost is fixed to 0 for that solve and its MILP fallback.
+Only in markets whose PF needed zero-half cuts: elsewhere most ``-i`` LPs are integral at once
+and the extra LP run per solve cost more than the fixing saved (16 x 64 x 16: 25 % more CPU).
+
+**LP rounding.** At each fractional node, rows taken greedily by LP value and the apps left
+over on their cheapest row that still fits: a feasible allocation, checked exactly. On the
+degenerate LPs the bound is often already the optimum while the LP point stays fractional;
+the rounding finds an allocation that meets it and the solve ends there.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import highspy
 import numpy as np
 
 from arbiter.auction.formulation import _App, _cost
 from arbiter.auction.solve import _EXACT_GAP, _CliqueMarket
+from arbiter.auction.zerohalf import ZeroHalfCut, zero_half_cuts
 
 # LP branch-and-bound nodes of a ``-i`` solve once the PF needed the MILP (the root only).
 _TAIL_NODES = 1
+# Reduced-cost fixing keeps a column unless its bound exceeds the incumbent by this much
+# (absolute, in Σ log ρ; far below the PF's exact gap's effect on any c_i).
+_FIX_MARGIN = 1e-9
+# Branch-and-bound failures (MILP fallbacks) that, when more than the solves the LP closed,
+# turn the zero-half cuts and the fixing off for the rest of the auction (_DualMarket._give_up).
+_GIVE_UP = 3
 
 
 class _DualMarket(_CliqueMarket):
     """:class:`_CliqueMarket` that also bounds every market without one app
     (``Solver.DUALS``, see the module docstring).
 
-    When the PF solve itself needs HiGHS's MILP (its LP keeps a gap that no clique cut
-    closes: the benchmark's tail), the ``-i`` solves skip the LP branch and bound after their
-    root (``_TAIL_NODES``): on those markets it almost never finishes within its node limit
-    and cost a third of the time before the MILP ran anyway (full-grid instances 26000, 26031,
-    26037: each PF needed the MILP, and 32-42 of their ``-i`` solves did; on 6 instances
-    whose PF did not, 0-4 did).
+    Also zero-half cuts, reduced-cost fixing and LP rounding (module docstring). When the PF
+    solve still needs HiGHS's MILP, the ``-i`` solves skip the LP branch and bound after their
+    root (``_TAIL_NODES``): before the zero-half cuts, on the benchmark's tail, it almost never
+    finished within its node limit there and cost a third of the time before the MILP ran
+    anyway. With the zero-half cuts none of the benchmark's 80 instances at its two target
+    points needs the MILP for its PF.
     """
+
+    # Rounds of cut separation per node: the zero-half cuts close the tail's half-integral LPs
+    # in 5-15 rounds of a few milliseconds each (arbiter.auction.zerohalf).
+    cut_rounds = 40
+    # Zero-half rounds in a row that may leave the LP's value unchanged before the node
+    # branches instead: on the tail's degenerate LPs the cuts can move the LP between equally
+    # good fractional points for dozens of rounds.
+    stall_rounds = 10
 
     def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
         super().__init__(apps, members, clock)
         self.solves = 0
+        self.zero_half: set[ZeroHalfCut] = set()
+        # The unit rows (<= 1) the zero-half cuts combine, and their columns as one flat array
+        # (CSR) for the rows' activity at an LP point: app rows, GPU rows, then clique cuts.
+        self._rows: list[tuple[int, ...]] = []
+        self._row_cols: list[int] = []
+        self._row_start: list[int] = [0]
+        self._add_unit_rows((*self.cols_of.get(a, ()), self.empty_col[a]) for a in members)
+        self._add_unit_rows(tuple(cols) for cols in self.cols_by_gpu.values())
+        self._costs = np.asarray(self.lp.col_cost_)
+        self._objective = math.nan
+        self._stalled = 0
+        self._zero_half_rows: list[int] = []  # their rows in the warm LP
+        # Solves the LP branch and bound closed with new zero-half cuts, and solves it gave
+        # up on (MILP fallbacks).
+        self._closed = self._failed = 0
+        self._fixing = True  # reduced-cost fixing at the root (off with the zero-half cuts)
+        position = {a: n for n, a in enumerate(members)}
+        # per column, the position of its app in ``members``
+        self._col_pos = np.asarray([position[a] for a in self.col_app], dtype=np.int64)
+        pairs = zip(self.col_app, self.col_row, strict=True)
+        self._col = {(a, r): k for k, (a, r) in enumerate(pairs)}
 
     def solve_or_defer(
         self,
@@ -69,9 +130,154 @@ class _DualMarket(_CliqueMarket):
     ) -> dict[int, int] | Callable[[], dict[int, int]]:
         found = super().solve_or_defer(excluded, hint, required, gap, improve)
         self.solves += 1
+        if self.solves == 1 and not self.zero_half:
+            # The PF's LP needed no zero-half cut: the fixing's extra LP run per solve would
+            # cost more than it saves (most ``-i`` LPs of such markets are integral at once).
+            self._fixing = False
         if self.solves == 1 and self.milp_solves:
             self.node_limit = _TAIL_NODES
         return found
+
+    def _add_unit_rows(self, rows: Iterable[tuple[int, ...]]) -> None:
+        for row in rows:
+            self._rows.append(row)
+            self._row_cols.extend(row)
+            self._row_start.append(len(self._row_cols))
+
+    def _add_cuts(self, added: list[tuple[int, ...]]) -> None:
+        super()._add_cuts(added)
+        self._add_unit_rows(added)
+
+    def _branch_and_bound(
+        self, zeroed: set[int], excluded: frozenset[int], hint: Mapping[int, int] | None
+    ) -> dict[int, int] | None:
+        """:meth:`_CliqueMarket._branch_and_bound` after reduced-cost fixing at the root.
+
+        With the LP's duals as Lagrangian prices (:meth:`_priced`), a column k whose bound
+        ``constant + Σ_{a ≠ app of k} min_a + reduced_k`` exceeds the incumbent's cost is in no
+        allocation better than the incumbent, so it is fixed to 0 for this solve (and for its
+        MILP fallback, if any). The bound is recomputed from the clamped duals, like the
+        certificates', so the fixing holds whatever HiGHS's accuracy. Fixed columns leave the
+        warm LP's fractional points too, so the zero-half cuts have fewer to cut off.
+        """
+        fixed: set[int] = set()
+        cuts_before = len(self.zero_half)
+        if hint is not None and self._fixing:
+            h = self.h
+            h.run()
+            values = np.asarray(h.getSolution().col_value)
+            # (an integral LP point ends the solve at the root: nothing to fix)
+            fractional = ((values > 1e-9) & (values < 1 - 1e-9)).any()
+            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and fractional:
+                kept = {a: hint.get(a, 0) for a in self.members if a not in excluded}
+                # the LP's objective counts the excluded apps on their empty rows
+                ub = _cost(self.apps, kept) + sum(self.apps[a].rows[0][1] for a in excluded)
+                reduced, constant, mins = self._priced(zeroed)
+                if np.isfinite(mins).all():  # (no app has every row at 0)
+                    # a bound on every allocation that takes column k: the others at their best
+                    with_k = constant + mins.sum() - mins[self._col_pos] + reduced
+                    used = {self._col[a, r] for a, r in kept.items()}
+                    over = np.flatnonzero(with_k > ub + _FIX_MARGIN).tolist()
+                    fixed = set(over) - zeroed - used
+                    self._bounds(h, fixed, 0.0, 0.0)
+        try:
+            found = super()._branch_and_bound(zeroed | fixed, excluded, hint)
+        finally:
+            self._bounds(self.h, fixed, 0.0, 1.0)
+        if fixed and self.root is not None:
+            # the MILP fallback's own reduced-cost fixing keeps these columns out too
+            bound, reduced_root = self.root
+            reduced_root = reduced_root.copy()
+            reduced_root[list(fixed)] = math.inf
+            self.root = (bound, reduced_root)
+        if found is None:
+            self._failed += 1
+        elif len(self.zero_half) > cuts_before:
+            self._closed += 1
+        if self.stall_rounds and self._failed >= _GIVE_UP and self._failed > self._closed:
+            self._give_up()
+        return found
+
+    def _give_up(self) -> None:
+        """Back to :class:`_CliqueMarket`'s search for the rest of the auction: a market whose
+        ``-i`` solves mostly end in the MILP even with the zero-half cuts (crowded markets,
+        e.g. 64 apps on 64 GPUs, where the LP gap is not the tail's symmetric one) only pays
+        for them: over a thousand cut rows made every warm LP run up to 18 ms there. The
+        zero-half rows leave the LP; the clique cuts stay."""
+        self._fixing = False
+        self.stall_rounds = 0
+        self.cut_rounds = _CliqueMarket.cut_rounds
+        if self._zero_half_rows:
+            rows = np.asarray(self._zero_half_rows, dtype=np.int32)
+            self.h.deleteRows(rows.size, rows)
+            self._zero_half_rows = []
+
+    def _rounded(
+        self, values: np.ndarray, zeroed: set[int], excluded: frozenset[int]
+    ) -> dict[int, int] | None:
+        """Rows taken greedily by LP value (largest first, each app once, GPUs disjoint, no
+        column in ``zeroed``); every app left over then takes its cheapest row that still
+        fits (its empty row if that is allowed and nothing fits). None when an app that must
+        be served finds no row. On the tail's degenerate LPs the bound is often already the
+        optimum while the LP point stays fractional: this finds an allocation that meets it.
+        """
+        apps = self.apps
+        used: set[int] = set()
+        choice: dict[int, int] = {}
+        allowed = np.ones(values.size, dtype=bool)
+        allowed[list(zeroed)] = False
+        support = np.flatnonzero((values > 1e-9) & allowed)
+        for k in support[np.argsort(-values[support], kind="stable")].tolist():
+            a = self.col_app[k]
+            if a in choice:
+                continue
+            gpus = apps[a].rows[self.col_row[k]][0]
+            if used.isdisjoint(gpus):
+                choice[a] = self.col_row[k]
+                used |= gpus
+        for a in self.members:
+            if a in choice or a in excluded:
+                continue
+            best_r, best_c = -1, math.inf
+            for k in (*self.cols_of.get(a, ()), self.empty_col[a]):
+                r = self.col_row[k]
+                gpus, cost = apps[a].rows[r]
+                if allowed[k] and cost < best_c and used.isdisjoint(gpus):
+                    best_r, best_c = r, cost
+            if best_r < 0:
+                return None
+            choice[a] = best_r
+            used |= apps[a].rows[best_r][0]
+        return {a: r for a, r in choice.items() if a not in excluded}
+
+    def _separate(self, values: np.ndarray) -> int:
+        """Maximal-clique cuts (:class:`_CliqueMarket`); when none is violated, zero-half cuts
+        of the app, GPU and clique rows (:mod:`arbiter.auction.zerohalf`)."""
+        added = super()._separate(values)
+        if added or not ((values > 1e-6) & (values < 1 - 1e-6)).any():
+            return added
+        objective = float(values @ self._costs)
+        self._stalled = self._stalled + 1 if abs(objective - self._objective) <= 1e-9 else 0
+        self._objective = objective
+        if self._stalled >= self.stall_rounds:
+            return 0
+        start = np.asarray(self._row_start)
+        activity = np.add.reduceat(values[np.asarray(self._row_cols)], start[:-1])
+        found = zero_half_cuts(self._rows, values, activity=activity)
+        cuts = [cut for cut in found if cut not in self.zero_half]
+        if cuts:
+            self.zero_half.update(cuts)
+            starts = np.cumsum([0] + [len(c[0]) for c in cuts[:-1]]).astype(np.int32)
+            index = np.fromiter((k for c in cuts for k in c[0]), dtype=np.int32)
+            value = np.fromiter((v for c in cuts for v in c[1]), dtype=np.float64)
+            n = len(cuts)
+            upper = np.array([float(c[2]) for c in cuts])
+            first = self.h.getNumRow()
+            self._zero_half_rows.extend(range(first, first + n))
+            self.h.addRows(
+                n, np.full(n, -highspy.kHighsInf), upper, index.size, starts, index, value
+            )
+        return len(cuts)
 
     def lagrangian_bounds(self, market: list[int], required: frozenset[int]) -> dict[int, float]:
         """``L_i`` (module docstring) for each i of ``market`` (the apps of this component
@@ -96,6 +302,19 @@ class _DualMarket(_CliqueMarket):
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return {}
+        _, constant, mins = self._priced(zeroed)
+        position = {a: n for n, a in enumerate(self.members)}
+        total = sum(float(mins[position[a]]) for a in market)
+        return {i: total - float(mins[position[i]]) + constant for i in market}
+
+    def _priced(self, zeroed: set[int]) -> tuple[np.ndarray, float, np.ndarray]:
+        """Lagrangian prices of the packing rows (GPUs and cuts, each ``<= b_r``) from the
+        current LP's duals clamped to ``y <= 0``: every column's reduced cost
+        ``c_k - Σ_{r ∋ k} y_r a_rk``, the constant ``Σ_r y_r b_r`` and, per app (in
+        ``members`` order), its smallest reduced cost over the columns not in ``zeroed``.
+        For any such y and any allocation x (one row per app) that the packing rows allow,
+        ``cost(x) >= constant + Σ_k reduced_k x_k``."""
+        h = self.h
         n_apps = len(self.members)
         row_dual = np.asarray(h.getSolution().row_dual)
         y = np.minimum(row_dual[n_apps:], 0.0)
@@ -110,14 +329,11 @@ class _DualMarket(_CliqueMarket):
         paid = np.bincount(col_of, weights=per_entry, minlength=lp.num_col_)
         reduced = np.asarray(lp.col_cost_) - paid
         constant = float(y @ np.asarray(lp.row_upper_)[n_apps:])
-        mins: dict[int, float] = {}
-        for col, (a, _) in enumerate(zip(self.col_app, self.col_row, strict=True)):
-            if col not in zeroed:
-                r = float(reduced[col])
-                if r < mins.get(a, math.inf):
-                    mins[a] = r
-        total = sum(mins[a] for a in market)
-        return {i: total - mins[i] + constant for i in market}
+        free = np.ones(lp.num_col_, dtype=bool)
+        free[list(zeroed)] = False
+        mins = np.full(n_apps, np.inf)
+        np.minimum.at(mins, self._col_pos[free], reduced[free])
+        return reduced, constant, mins
 
 
 def _certified(

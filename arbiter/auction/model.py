@@ -39,7 +39,8 @@ class Solver(StrEnum):
 
     CLIQUES = "cliques"  # maximal cliques of the conflict graph (previous)
     PAIRS = "pairs"  # one row against the rows of one other app (previous)
-    # CLIQUES, and c_i = 1 certified by the PF LP's duals (arbiter.auction.certify; default)
+    # CLIQUES, c_i = 1 certified by the PF LP's duals, zero-half cuts (arbiter.auction.certify;
+    # default)
     DUALS = "duals"
 
 

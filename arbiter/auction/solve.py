@@ -336,10 +336,22 @@ class _Market:
                 if cost < best_cost:
                     best, best_cost = choice, cost
                 continue
+            rounded = self._rounded(values, zeroed, excluded)
+            if rounded is not None and _cost(apps, rounded) < best_cost:
+                best, best_cost = rounded, _cost(apps, rounded)
+                if bound >= best_cost - self.gap:
+                    continue
             k = int(frac[np.argmax(values[frac])])
             stack.append((*fixes, (k, 0.0)))
             stack.append((*fixes, (k, 1.0)))
         return best
+
+    def _rounded(
+        self, values: np.ndarray, zeroed: set[int], excluded: frozenset[int]
+    ) -> dict[int, int] | None:
+        """A feasible allocation rounded from a fractional LP point, or None (a primal
+        heuristic for the branch and bound; this solver has none)."""
+        return None
 
     def _separate(self, values: np.ndarray) -> int:
         """Add violated clique cuts; return how many.

@@ -27,6 +27,7 @@ from arbiter.auction import (
 )
 from arbiter.auction.certify import _TAIL_NODES, _certified, _DualMarket, _serve_first
 from arbiter.auction.formulation import _components, _cost, _prepare
+from arbiter.auction.solve import _CliqueMarket
 from arbiter.cluster import load_cluster
 from arbiter.synthetic import random_instance
 
@@ -202,18 +203,66 @@ def test_certificates_settle_most_payments_at_64_x_256() -> None:
 
 
 @pytest.mark.parametrize("seed", [9000, 9004, 9016])
-def test_tail_markets_skip_branch_and_bound_and_stay_exact(seed: int) -> None:
-    """Full-grid 16 x 16 x 8 instances whose PF needs HiGHS's MILP: the market switches its
-    ``-i`` solves to root LP then MILP, and the answers still agree with the clique solver
-    and the naive formulation."""
+def test_tail_markets_need_no_milp_and_stay_exact(seed: int) -> None:
+    """Full-grid 16 x 16 x 8 instances whose PF LP stays fractional under every clique cut
+    (the clique solver needs HiGHS's MILP): the zero-half cuts make it integral, and the
+    answers agree with the clique solver and the naive formulation."""
+    bids, offered = random_instance(CLUSTER, 16, 16, 8, seed=seed)
+    apps = _prepare(bids, offered)
+    comp = max(_components(apps), key=len)
+    cliques = _CliqueMarket(apps, comp, time.monotonic)
+    cliques.solve()
+    assert cliques.milp_solves == 1
+    market = _DualMarket(apps, comp, time.monotonic)
+    pf = market.solve()
+    assert market.milp_solves == 0 and market.zero_half
+    assert _cost(apps, pf) == pytest.approx(_cost(apps, cliques.solve()), abs=1e-9)
+    ours = partial_allocation(bids, offered, solver=Solver.DUALS)
+    agree(ours, partial_allocation(bids, offered, solver=Solver.CLIQUES))
+    agree(ours, partial_allocation(bids, offered, naive=True))
+
+
+@pytest.mark.parametrize("seed", [9000, 9004])
+def test_without_zero_half_cuts_a_tail_market_switches_to_the_milp(seed: int) -> None:
+    """With the zero-half cuts off (no stalled round allowed), the PF of the same instances
+    needs HiGHS's MILP, and the ``-i`` solves then go from the root LP to the MILP."""
     bids, offered = random_instance(CLUSTER, 16, 16, 8, seed=seed)
     apps = _prepare(bids, offered)
     comp = max(_components(apps), key=len)
     market = _DualMarket(apps, comp, time.monotonic)
+    market.stall_rounds = 0
     market.solve()
-    assert market.milp_solves == 1
+    assert market.milp_solves == 1 and not market.zero_half
     assert market.node_limit == _TAIL_NODES < _DualMarket.node_limit
+
+
+def test_benchmark_tail_instance_without_milp_fallbacks() -> None:
+    """Instance 26031 of the benchmark's 64 x 256 x 32 point (half-integral PF LP, 58 MILP
+    fallbacks before the zero-half cuts): at most a few now, same answers as the clique
+    solver."""
+    bids, offered = random_instance(CLUSTER, 64, 256, 32, seed=26031)
     ours = partial_allocation(bids, offered, solver=Solver.DUALS)
-    assert ours.solves > 1  # -i solves went to the MILP too
+    assert ours.solves <= 5
     agree(ours, partial_allocation(bids, offered, solver=Solver.CLIQUES))
-    agree(ours, partial_allocation(bids, offered, naive=True))
+
+
+def test_giving_up_the_zero_half_cuts_removes_their_rows_and_stays_exact() -> None:
+    """A market that gives up the zero-half cuts (its ``-i`` solves mostly ended in the MILP)
+    deletes their rows from the warm LP; every later solve still finds the clique solver's
+    optimum."""
+    bids, offered = random_instance(CLUSTER, 16, 16, 8, seed=9000)
+    apps = _prepare(bids, offered)
+    comp = max(_components(apps), key=len)
+    market = _DualMarket(apps, comp, time.monotonic)
+    cliques = _CliqueMarket(apps, comp, time.monotonic)
+    assert _cost(apps, market.solve()) == pytest.approx(_cost(apps, cliques.solve()), abs=1e-9)
+    rows, added = market.h.getNumRow(), len(market._zero_half_rows)
+    assert added > 0
+    market._give_up()
+    assert market.h.getNumRow() == rows - added and market.stall_rounds == 0
+    for i in comp:
+        without = frozenset({i})
+        assert _cost(apps, market.solve(without)) == pytest.approx(
+            _cost(apps, cliques.solve(without)), abs=1e-9
+        )
+    assert not market._zero_half_rows
