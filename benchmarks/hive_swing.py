@@ -39,13 +39,17 @@ cpu hierarchy). Writes ``benchmarks/results/hive_swing.json`` (``hive_swing_quic
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +75,95 @@ def swing_profile(low: float, high: float, period: float, horizon: float) -> lis
     return steps
 
 
+class Rivals:
+    """Other jobs registering with the arbiter and leaving it on the swing schedule (QOOP's
+    1-over-n, seed 000 §2.3): from :meth:`start`, ``k`` query jobs are registered for
+    ``period`` seconds (the measured query's share is then R/(k+1)), gone for the next
+    ``period`` seconds (R), and so on; :meth:`stop` unregisters them."""
+
+    def __init__(self, address: str, k: int, period: float) -> None:
+        from hive_hooks.share import ArbiterShare
+
+        self.shares = [ArbiterShare(address, user=f"rival{i}") for i in range(k)]
+        self.period = period
+        self.toggles = 0
+        self._on = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _set(self, on: bool) -> None:
+        for i, sh in enumerate(self.shares):
+            (sh.begin if on else sh.end)(f"rival-{i}")
+        self._on = on
+        self.toggles += 1
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period):
+            self._set(not self._on)
+
+    def start(self) -> None:
+        self._set(True)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="rivals", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._on:
+            self._set(False)
+
+
+@contextlib.contextmanager
+def served_arbiter(workdir: Path) -> Iterator[str]:
+    """A real ``yarn-arbiter serve --demo`` (the Themis testbed, 384 vcores) in a child process;
+    yields its ``host:port``; stopped (SIGTERM, then SIGKILL) on exit."""
+    from hive_hooks.engine import free_port, port_is_open
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    cmd = [sys.executable, "-m", "yarn_arbiter.cli", "serve", "--demo", "--port", str(port),
+           "--journal", str(workdir / "journal.db")]  # fmt: skip
+    log_path = workdir / "arbiter.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not port_is_open(port):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the arbiter did not start: {log_path.read_text()[-2000:]}")
+                time.sleep(0.2)
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def full_share(address: str) -> float:
+    """The vcores of a query alone at the arbiter (R of QOOP's R/|J|)."""
+    from hive_hooks.share import ArbiterShare
+
+    probe = ArbiterShare(address, user="probe")
+    probe.begin("probe")
+    try:
+        return float(probe.current().share.vcores)
+    finally:
+        probe.end("probe")
+
+
 def qoop_cache(
-    connect: Callable[[], Any], sql: str, stats: dict, physical: tuple, args: argparse.Namespace
+    connect: Callable[[], Any],
+    sql: str,
+    stats: dict,
+    physical: tuple,
+    args: argparse.Namespace,
+    history: Any = None,
+    cost_config: Any = None,
 ) -> dict[str, dict]:
     """What QOOP can switch between: its cached plans' estimates at the low and the high share,
     from a runner of its own (the measured runner's caches stay cold)."""
@@ -83,7 +174,8 @@ def qoop_cache(
     registry = CheckpointRegistry(":memory:")
     runner = QueryRunner(
         connect, registry=registry, checkpoint_db="qoop_swing_explain", stats=stats,
-        physical=physical, k=8, hysteresis=args.hysteresis,
+        physical=physical, k=8, hysteresis=args.hysteresis, history=history,
+        cost_config=cost_config,
     )  # fmt: skip
     try:
         # explain plans under a fresh query id each call: key by the plan's number ("<id>/p<k>")
@@ -106,6 +198,71 @@ def qoop_cache(
     }
 
 
+def calibrate_query(
+    connect: Callable[[], Any],
+    sql: str,
+    stats: dict,
+    physical: tuple,
+    args: argparse.Namespace,
+    ui_url: str,
+    tag: str,
+) -> tuple[Any, Any, dict]:
+    """QOOP's prior runs (seed 000 L610): every cached plan of ``sql`` run once with the
+    engine's full CPU (no quota), forced by the policy; the engine's stages of those runs
+    (Spark's REST API) calibrated into a history and a scaled cost config
+    (:func:`hive_hooks.spark_history.calibration`). Returns (history, config, report)."""
+    from hive_hooks.executor import QueryRunner
+    from hive_hooks.registry import CheckpointRegistry
+    from hive_hooks.share import StaticShare, as_share
+    from hive_hooks.spark_history import SparkHistory, calibration
+    from qoop_planner.cost import CostConfig
+
+    def forced(i: int) -> Any:
+        def policy(plans: Any, progress: Any, share: Any, current: Any) -> Any:
+            return next(p for p in plans if p.plan_id.endswith(f"/p{i}"))
+
+        return policy
+
+    cache = qoop_cache(connect, sql, stats, physical, args)
+    runs, report = [], {}
+    for pid in sorted(cache):
+        i = int(pid.removeprefix("p"))
+        registry = CheckpointRegistry(":memory:")
+        db = f"qoop_swing_cal_{tag}_{pid}"
+        runner = QueryRunner(
+            connect, registry=registry, checkpoint_db=db, stats=stats, physical=physical, k=8,
+            share=StaticShare(as_share(args.high)), policy=forced(i),
+        )  # fmt: skip
+        try:
+            res = runner.run(sql, query_id=f"cal-{tag}-{pid}")
+        finally:
+            runner.close()
+            registry.close()
+            conn = connect()
+            try:
+                conn.cursor().execute(f"DROP DATABASE IF EXISTS {db} CASCADE")
+            finally:
+                conn.close()
+        runs.append(res)
+        report[pid] = {
+            "physical": cache[pid]["physical"],
+            "measured_unthrottled_s": res.elapsed_s - res.planning_s,
+            "model_estimate_high_s": cache[pid]["estimate_high_s"],
+            "model_estimate_low_s": cache[pid]["estimate_low_s"],
+        }
+        print(f"  calibration run {tag} {pid} ({cache[pid]['physical']}): "
+              f"{res.elapsed_s:.1f} s", file=sys.stderr)  # fmt: skip
+    stages = SparkHistory(ui_url).stages()
+    history, cfg = calibration(runs, stages, CostConfig(), cores_per_vcore=args.cores_per_vcore)
+    cal = qoop_cache(connect, sql, stats, physical, args, history, cfg)
+    for pid, e in cal.items():
+        report.setdefault(pid, {"physical": e["physical"]})
+        report[pid]["calibrated_estimate_high_s"] = e["estimate_high_s"]
+        report[pid]["calibrated_estimate_low_s"] = e["estimate_low_s"]
+    scale = cfg.task_overhead_s / CostConfig().task_overhead_s
+    return history, cfg, {"plans": report, "measured_stages": len(history), "rate_scale": scale}
+
+
 def run(
     args: argparse.Namespace,
     queries: dict[int, str],
@@ -126,7 +283,33 @@ def run(
     by = {p.name: p for p in PROFILES}
     out: dict[int, dict] = {}
     profile = swing_profile(args.low, args.high, args.period, 3600.0)
-    with LocalHiveServer(master="local[2]", driver_memory=args.memory) as srv:
+    from hive_hooks.engine import free_port
+    from hive_hooks.spark_history import ui_conf
+
+    ui_port = free_port()
+    conf = ui_conf(ui_port) if args.calibrated else {}
+    stack = contextlib.ExitStack()
+    address = ""
+    if args.arbiter:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="swing-arb-")))
+        address = stack.enter_context(served_arbiter(work))
+        r = full_share(address)
+        # the share the query gets alone (R) is the engine's high CPU; R/(k+1) the low one
+        high_cores = args.high * args.cores_per_vcore
+        args.cores_per_vcore = high_cores / r
+        args.high, args.low = r, r / (args.rivals + 1)
+        print(f"arbiter at {address}: R = {r:g} vcores, {args.rivals} rivals every "
+              f"{args.period:g} s", file=sys.stderr)  # fmt: skip
+
+    def share_source() -> Any:
+        if args.arbiter:
+            from hive_hooks.share import ArbiterShare
+
+            return ArbiterShare(address, user="swing")
+        return ScriptedShare(profile)
+
+    with stack, LocalHiveServer(master="local[2]", driver_memory=args.memory,
+                                extra_conf=conf) as srv:  # fmt: skip
         assert srv.pid is not None
         comm = Path(f"/proc/{srv.pid}/comm").read_text().strip()
         print(f"engine pid {srv.pid} ({comm}) up in {srv.start_seconds:.1f} s", file=sys.stderr)
@@ -145,20 +328,30 @@ def run(
                 d_s, d_rows = timed_one_shot(connect, sql)
                 expected = canonical(d_rows)
                 rec: dict[str, Any] = {"direct_s_unthrottled": d_s, "modes": {}}
+                history = cal_cfg = None
+                if args.calibrated:
+                    enforcer.set_cores(None)
+                    history, cal_cfg, rec["calibration"] = calibrate_query(
+                        connect, sql, stats, tuple(by[p] for p in QOOP_PROFILES), args,
+                        f"http://127.0.0.1:{ui_port}", f"q{n}",
+                    )  # fmt: skip
                 runs: dict[str, list[dict]] = {m: [] for m in modes}
                 for r in range(args.repeat):
                     k = (qi + r) % len(modes)
                     order = modes[k:] + modes[:k]
                     for i, mode in enumerate(([order[0]] if r == 0 else []) + order):
                         warm = r == 0 and i == 0
+                        hist = None
                         if mode == "qoop":
                             physical = tuple(by[p] for p in QOOP_PROFILES)
-                            cfg, kk = None, 8
+                            cfg, kk, hist = cal_cfg, 8, history
                         else:
                             prof, cfg = forms()[mode]
                             physical, kk = (prof,), 1
                         if mode == "qoop" and "qoop_cache" not in rec:
-                            rec["qoop_cache"] = qoop_cache(connect, sql, stats, physical, args)
+                            rec["qoop_cache"] = qoop_cache(
+                                connect, sql, stats, physical, args, history, cal_cfg
+                            )
                         registry = CheckpointRegistry(":memory:")
                         db = f"qoop_swing_{mode}_{r}"
                         runner = QueryRunner(
@@ -166,17 +359,23 @@ def run(
                             registry=registry,
                             checkpoint_db=db,
                             stats=stats,
-                            share=ScriptedShare(profile),
+                            share=share_source(),
                             physical=physical,
                             k=kk,
                             cost_config=cfg,
                             hysteresis=args.hysteresis,
                             share_enforcer=enforcer,
+                            history=hist,
                         )
                         throttled0 = enforcer.throttled_s()
+                        rivals = Rivals(address, args.rivals, args.period) if args.arbiter else None
                         try:
+                            if rivals is not None:
+                                rivals.start()
                             res = runner.run(sql, query_id=f"swing-q{n}-{mode}-{r}-{warm}")
                         finally:
+                            if rivals is not None:
+                                rivals.stop()
                             runner.close()
                             registry.close()
                             enforcer.set_cores(None)
@@ -240,6 +439,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cores-per-vcore", type=float, default=0.2, help="CPU quota per vcore")
     ap.add_argument("--hysteresis", type=float, default=0.15)
     ap.add_argument("--memory", default="2g", help="the engine's heap (default 2g)")
+    ap.add_argument(
+        "--calibrated",
+        action="store_true",
+        help="QOOP plans with stage costs calibrated from prior runs on the engine",
+    )
+    ap.add_argument(
+        "--arbiter",
+        action="store_true",
+        help="the share from a real yarn-arbiter serve, moved by --rivals jobs registering "
+        "and leaving every --period s",
+    )
+    ap.add_argument("--rivals", type=int, default=9, help="other jobs (default 9: a 10x swing)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     args.repeat = args.repeat or (1 if args.quick else 2)
@@ -251,7 +462,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     tpc = load_tpc("tpch", args.scale)
     queries = {n: tpc.queries[n] for n in wanted}
     stats = {f"tpch.{t}": s for t, s in tpc.stats.items()}
-    out = args.out or RESULTS / ("hive_swing_quick.json" if args.quick else "hive_swing.json")
+    name = (
+        "hive_swing" + ("_calibrated" if args.calibrated else "") + ("_quick" if args.quick else "")
+    )
+    out = args.out or RESULTS / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
 
     def partial(per: dict[int, dict]) -> None:
@@ -303,6 +517,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cores_per_vcore": args.cores_per_vcore,
             "enforced_cores": list(cores),
             "hysteresis": args.hysteresis,
+            "calibrated": args.calibrated,
+            "share_source": "arbiter" if args.arbiter else "scripted",
+            "rivals": args.rivals if args.arbiter else None,
             "memory": args.memory,
             "master": "local[2]",
             "qoop_profiles": list(QOOP_PROFILES),

@@ -26,15 +26,18 @@ from hive_hooks.executor.results import QueryResult
 from qoop_planner.calibrate import (
     EngineStage,
     MeasuredStatement,
+    calibrated_config,
     calibrated_history,
     statement_stages,
 )
-from qoop_planner.cost import History
+from qoop_planner.cost import CostConfig, History
+from qoop_planner.model import StageCost
 
 __all__ = [
     "SparkHistory",
     "SparkHistoryError",
     "calibrate_from_runs",
+    "calibration",
     "measured_statements",
     "ui_conf",
 ]
@@ -163,3 +166,30 @@ def calibrate_from_runs(
     return calibrated_history(
         measured, cores_per_vcore=cores_per_vcore, base_memory_mb=base_memory_mb
     )
+
+
+def calibration(
+    runs: Sequence[QueryResult],
+    stages: Sequence[EngineStage],
+    cfg: CostConfig,
+    *,
+    cores_per_vcore: float = 1.0,
+) -> tuple[History, CostConfig]:
+    """The calibrated history of the ``runs`` (planned with ``cfg`` and no history) and ``cfg``
+    scaled by measured over estimated work of the stages they ran
+    (:func:`qoop_planner.calibrate.calibrated_config`), for the stages no run measured."""
+    history = calibrate_from_runs(
+        runs, stages, cores_per_vcore=cores_per_vcore, base_memory_mb=cfg.base_memory_mb
+    )
+    estimated: dict[tuple[str, str], StageCost] = {}
+    for r in runs:
+        for p in r.plans:
+            for st in p.stages:
+                key = (st.signature.digest, "" if st.kind == "final" else st.form)
+                estimated.setdefault(key, st.cost)
+    pairs = []
+    for (digest, form), cost in estimated.items():
+        got = history.get(f"{digest}@{form}" if form else digest)
+        if got is not None:
+            pairs.append((cost, got))
+    return history, calibrated_config(cfg, pairs)

@@ -23,6 +23,7 @@ from hive_hooks.spark_history import (
     SparkHistory,
     SparkHistoryError,
     calibrate_from_runs,
+    calibration,
     measured_statements,
     ui_conf,
 )
@@ -256,6 +257,12 @@ def test_measured_statements_find_each_ctas_and_the_final_select():
     h = calibrate_from_runs([_result([plan], timings)], recs)
     assert History.lookup(h, ran[0].signature.digest, ran[0].form) is not None
     assert History.lookup(h, final.signature.digest) is not None
+    # with the model's config scaled by measured over estimated work of those stages
+    h2, cfg = calibration([_result([plan], timings)], recs, CostConfig())
+    assert set(h2) == set(h) and all(m.memory_mb == 1024.0 for m in h2.values())  # base
+    est = sum(s.cost.work for s in [*ran, final])
+    got = sum(m.tasks * m.task_s for m in h.values())
+    assert cfg.task_overhead_s == pytest.approx(CostConfig().task_overhead_s * got / est)
 
 
 @pytest.fixture
