@@ -30,10 +30,24 @@ Every answer is compared with the direct SQL (run without a quota). Reported per
 per mode (median of ``--repeat``), QOOP's switches and share changes seen, QOOP / best static,
 and whether every answer equals the direct one; the quota's throttled seconds; the load.
 
+``--calibrated`` (QOOP's demands and durations "based on prior runs", seed 000 L610): before
+the modes of a query, every plan in QOOP's cache runs once with the engine's full CPU (no
+quota), forced; the engine's own record of those runs (Spark's REST API on the driver's UI
+port, :mod:`hive_hooks.spark_history`) is calibrated into stage costs in the share's vcores
+(:mod:`qoop_planner.calibrate`), and QOOP plans with them (``calibration`` in the JSON: each
+plan's unthrottled time, the model's and the calibrated estimates at both shares).
+
+``--arbiter``: the share is not scripted but QOOP's 1-over-n from a real ``yarn-arbiter serve
+--demo`` (a child process; 384 vcores): the query registers through
+:class:`~hive_hooks.share.ArbiterShare`, and ``--rivals`` other query jobs register with the
+arbiter for ``--period`` s and leave for the next ``--period`` s, from each run's start
+(:class:`Rivals`), so the share moves between R/(k+1) and R. It is enforced as the CPU quota
+(R is the high share's cores); the planner sees the arbiter's vcores.
+
 Usage: ``python benchmarks/hive_swing.py [--quick] [--scale S] [--queries 3,5,10] [--repeat N]
-[--low V --high V --period S --cores-per-vcore C] [--out PATH]``. Needs root (a writable cgroup v1
-cpu hierarchy). Writes ``benchmarks/results/hive_swing.json`` (``hive_swing_quick.json`` with
-``--quick``).
+[--low V --high V --period S --cores-per-vcore C] [--calibrated] [--arbiter [--rivals K]]
+[--out PATH]``. Needs root (a writable cgroup v1
+cpu hierarchy). Writes ``benchmarks/results/hive_swing[_arbiter][_calibrated][_quick].json``.
 """
 
 from __future__ import annotations
@@ -198,6 +212,18 @@ def qoop_cache(
     }
 
 
+def _unmeasured(e: Any, history: Any) -> bool:
+    """Whether a cached plan (a PlanEstimate) has a stage to run that no prior run measured."""
+    from qoop_planner.calibrate import lookup_form
+
+    for sid in e.to_run:
+        st = e.plan.stage(sid)
+        form = lookup_form(st)
+        if (f"{st.signature.digest}@{form}" if form else st.signature.digest) not in history:
+            return True
+    return False
+
+
 def calibrate_query(
     connect: Callable[[], Any],
     sql: str,
@@ -206,61 +232,76 @@ def calibrate_query(
     args: argparse.Namespace,
     ui_url: str,
     tag: str,
+    rounds: int = 3,
 ) -> tuple[Any, Any, dict]:
-    """QOOP's prior runs (seed 000 L610): every cached plan of ``sql`` run once with the
-    engine's full CPU (no quota), forced by the policy; the engine's stages of those runs
-    (Spark's REST API) calibrated into a history and a scaled cost config
-    (:func:`hive_hooks.spark_history.calibration`). Returns (history, config, report)."""
+    """QOOP's prior runs (seed 000 L610): every cached plan of ``sql`` that has a stage no
+    prior run measured runs once with the engine's full CPU (no quota), forced by the policy;
+    the engine's stages of all those runs (Spark's REST API) are calibrated into a history and
+    a scaled cost config (:func:`hive_hooks.spark_history.calibration`); the cache planned with
+    them may hold other plans, so this repeats until every cached plan's stages are measured
+    (at most ``rounds`` times). Returns (history, config, report)."""
     from hive_hooks.executor import QueryRunner
     from hive_hooks.registry import CheckpointRegistry
     from hive_hooks.share import StaticShare, as_share
     from hive_hooks.spark_history import SparkHistory, calibration
-    from qoop_planner.cost import CostConfig
+    from qoop_planner.cost import CostConfig, History
 
-    def forced(i: int) -> Any:
+    def forced(suffix: str) -> Any:
         def policy(plans: Any, progress: Any, share: Any, current: Any) -> Any:
-            return next(p for p in plans if p.plan_id.endswith(f"/p{i}"))
+            return next(p for p in plans if p.plan_id.endswith(suffix))
 
         return policy
 
-    cache = qoop_cache(connect, sql, stats, physical, args)
-    runs, report = [], {}
-    for pid in sorted(cache):
-        i = int(pid.removeprefix("p"))
-        registry = CheckpointRegistry(":memory:")
-        db = f"qoop_swing_cal_{tag}_{pid}"
-        runner = QueryRunner(
-            connect, registry=registry, checkpoint_db=db, stats=stats, physical=physical, k=8,
-            share=StaticShare(as_share(args.high)), policy=forced(i),
+    def runner(db: str, history: Any, cfg: Any, policy: Any = None) -> Any:
+        return QueryRunner(
+            connect, registry=CheckpointRegistry(":memory:"), checkpoint_db=db, stats=stats,
+            physical=physical, k=8, share=StaticShare(as_share(args.high)), policy=policy,
+            history=history, cost_config=cfg,
         )  # fmt: skip
+
+    history: Any = History()
+    cfg = CostConfig()
+    runs: list[Any] = []
+    report: dict[str, Any] = {"runs": []}
+    for rnd in range(rounds):
+        ex = runner(f"qoop_swing_cal_{tag}_x", history, cfg)
         try:
-            res = runner.run(sql, query_id=f"cal-{tag}-{pid}")
+            cache = ex.explain(sql, share=as_share(args.high))
         finally:
-            runner.close()
-            registry.close()
-            conn = connect()
+            ex.close()
+            ex.registry.close()
+
+        todo = [e for e in cache if _unmeasured(e, history)]
+        if not todo:
+            break
+        for e in todo:
+            suffix = "/" + e.plan.plan_id.rsplit("/", 1)[-1]
+            db = f"qoop_swing_cal_{tag}_{rnd}_{suffix[1:]}"
+            r = runner(db, history, cfg, forced(suffix))
             try:
-                conn.cursor().execute(f"DROP DATABASE IF EXISTS {db} CASCADE")
+                res = r.run(sql, query_id=f"cal-{tag}-{rnd}{suffix}")
             finally:
-                conn.close()
-        runs.append(res)
-        report[pid] = {
-            "physical": cache[pid]["physical"],
-            "measured_unthrottled_s": res.elapsed_s - res.planning_s,
-            "model_estimate_high_s": cache[pid]["estimate_high_s"],
-            "model_estimate_low_s": cache[pid]["estimate_low_s"],
-        }
-        print(f"  calibration run {tag} {pid} ({cache[pid]['physical']}): "
-              f"{res.elapsed_s:.1f} s", file=sys.stderr)  # fmt: skip
-    stages = SparkHistory(ui_url).stages()
-    history, cfg = calibration(runs, stages, CostConfig(), cores_per_vcore=args.cores_per_vcore)
-    cal = qoop_cache(connect, sql, stats, physical, args, history, cfg)
-    for pid, e in cal.items():
-        report.setdefault(pid, {"physical": e["physical"]})
-        report[pid]["calibrated_estimate_high_s"] = e["estimate_high_s"]
-        report[pid]["calibrated_estimate_low_s"] = e["estimate_low_s"]
-    scale = cfg.task_overhead_s / CostConfig().task_overhead_s
-    return history, cfg, {"plans": report, "measured_stages": len(history), "rate_scale": scale}
+                r.close()
+                r.registry.close()
+                conn = connect()
+                try:
+                    conn.cursor().execute(f"DROP DATABASE IF EXISTS {db} CASCADE")
+                finally:
+                    conn.close()
+            runs.append(res)
+            report["runs"].append(
+                {"round": rnd, "physical": e.plan.physical, "estimate_high_s": e.estimate_s,
+                 "measured_unthrottled_s": res.elapsed_s - res.planning_s}
+            )  # fmt: skip
+            print(f"  calibration run {tag} round {rnd} {e.plan.physical}: estimated "
+                  f"{e.estimate_s:.1f} s, took {res.elapsed_s - res.planning_s:.1f} s",
+                  file=sys.stderr)  # fmt: skip
+        stages = SparkHistory(ui_url).stages()
+        history, cfg = calibration(runs, stages, CostConfig(), cores_per_vcore=args.cores_per_vcore)
+    report["measured_stages"] = len(history)
+    report["rate_scale"] = cfg.task_overhead_s / CostConfig().task_overhead_s
+    report["model_cache"] = qoop_cache(connect, sql, stats, physical, args)
+    return history, cfg, report
 
 
 def run(

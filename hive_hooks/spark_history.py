@@ -28,6 +28,7 @@ from qoop_planner.calibrate import (
     MeasuredStatement,
     calibrated_config,
     calibrated_history,
+    lookup_form,
     statement_stages,
 )
 from qoop_planner.cost import CostConfig, History
@@ -113,8 +114,8 @@ def measured_statements(
     checkpoint by its ``CREATE TABLE <table>``, the final stage by the statement that is no
     CTAS nor a checkpoint count and reads every checkpoint its plan's final stage reads. A
     stage whose statement is not found (no longer retained, or inline inputs only) is left
-    out. Keyed by the *uncalibrated* form the planner looks the stage up by (the run's plans
-    must be planned without calibration for the forms to match, or with the same one)."""
+    out. Keyed by the form the planner looks the stage up by
+    (:func:`~qoop_planner.calibrate.lookup_form`)."""
     plans = {p.plan_id: p for p in result.plans}
     tables = {(t.plan_id, t.stage_id): t.table for t in result.stages if t.table}
     by_sig = {}
@@ -132,7 +133,7 @@ def measured_statements(
             if not t.table:
                 continue
             found = statement_stages(stages, f"create table {t.table}")
-            form = st.form
+            form = lookup_form(st)
         else:
             inputs = [by_sig.get(plan.stage(i).signature) for i in st.inputs]
             if not inputs or any(x is None for x in inputs):
@@ -185,7 +186,7 @@ def calibration(
     for r in runs:
         for p in r.plans:
             for st in p.stages:
-                key = (st.signature.digest, "" if st.kind == "final" else st.form)
+                key = (st.signature.digest, lookup_form(st))
                 estimated.setdefault(key, st.cost)
     pairs = []
     for (digest, form), cost in estimated.items():

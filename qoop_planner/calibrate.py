@@ -27,13 +27,16 @@ estimate of exactly the stage (signature and physical form) that ran:
 * :func:`calibrated_config` scales the model's rates by the ratio of measured to estimated work
   over the measured stages, for the stages no prior run measured.
 
-How the shape is derived (one statement, from its engine stages ``i`` with executor seconds
-``r_i``): ``R = sum r_i``; ``S`` = the statement's wall time outside every engine stage (serial,
-on the driver); the parallelism achieved ``P = R / union(stage intervals)``, at least 1; the
-effective parallelism with the serial part ``P_eff = (S + R) / (S + R / P)`` (Amdahl); then
-``tasks = max(1, round(P_eff / cores_per_vcore))`` and ``task_s = (S + R) / cores_per_vcore /
-tasks``. Peak memory per task: the largest ``peakExecutionMemory / tasks`` over the stages, on
-top of ``base_memory_mb``. A prior run must have run with the engine's full CPU (no quota);
+How the shape is derived (one statement, from its engine stages): the work is CPU, what a CPU
+share limits: ``W = (S + sum cpu_i) / cores_per_vcore`` vcore-seconds, with ``cpu_i`` the
+executor CPU time of engine stage ``i`` and ``S`` the statement's wall time outside every engine
+stage (the driver's parsing, planning, commit; counted as CPU); the critical path is the
+statement's wall time ``T``. Then ``tasks = max(1, round(W / T))`` and ``task_s = W / tasks``
+(about ``T``): at a share of ``tasks`` vcores or more the estimate is the measured wall time, at
+fewer the work over the share. The executor *run* time is not used: it includes waiting for a
+CPU, so on a loaded machine it is not the work. Peak memory per task: the largest
+``peakExecutionMemory / tasks`` over the stages, on top of ``base_memory_mb``. A prior run
+should run with the engine's full share (no quota), or its wall time is the throttled one;
 one stage's measurements from several runs are averaged. Pure functions, no I/O.
 """
 
@@ -48,7 +51,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from qoop_planner.cost import MB, CostConfig, History, StageMeasurement
-from qoop_planner.model import StageCost
+from qoop_planner.model import Stage, StageCost
 
 __all__ = [
     "EngineStage",
@@ -56,6 +59,7 @@ __all__ = [
     "calibrate_stage",
     "calibrated_config",
     "calibrated_history",
+    "lookup_form",
     "statement_stages",
 ]
 
@@ -175,6 +179,16 @@ def _union_s(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
+def lookup_form(stage: Stage) -> str:
+    """The form the planner looks a measurement of ``stage`` up by: a physical join's
+    ``join:<method>:<partitions>`` (as estimated, whatever tasks a measurement then gives it),
+    else ``""`` (scans, final stages and joins without a pinned method are looked up by
+    signature only)."""
+    if stage.kind == "join" and stage.method:
+        return f"join:{stage.method}:{stage.partitions}"
+    return ""
+
+
 def calibrate_stage(
     stages: Sequence[EngineStage],
     wall_s: float,
@@ -187,35 +201,29 @@ def calibrate_stage(
     """The planner's ``tasks`` x ``task_s`` (and peak memory) of one statement that ran as the
     engine ``stages`` in ``wall_s`` seconds (module docstring: how the shape is derived).
 
-    Two engine stages, 4 s and 2 s of executor time over 2 s and 1 s of wall time (parallelism
-    2), inside a 4 s statement (1 s serial: P_eff = 7 / 4 = 1.75 cores); vcores of 0.25 cores:
+    Two engine stages with 3 s and 2 s of CPU over 3 s of wall time, inside a 4 s statement
+    (1 s outside them): 6 core-seconds; vcores of 0.25 cores:
 
     >>> a = EngineStage(1, 0, "COMPLETE", "q", 4, 4.0, 3.0, 10.0, 12.0, 64.0)
     >>> b = EngineStage(2, 0, "COMPLETE", "q", 2, 2.0, 2.0, 12.0, 13.0)
     >>> m = calibrate_stage([a, b], 4.0, 100.0, cores_per_vcore=0.25)
     >>> m.tasks, m.task_s, m.memory_mb
-    (7, 4.0, 16.0)
+    (6, 4.0, 16.0)
 
-    At a share of 7 vcores or more (1.75 cores): one wave of 4 s, the measured wall time; at 1
-    vcore (0.25 cores), 7 waves, 28 s = (1 + 6) s of work / 0.25 cores.
+    At a share of 6 vcores or more (1.5 cores): one wave of 4 s, the measured wall time; at 1
+    vcore (0.25 cores), 6 waves, 24 s = 6 core-seconds / 0.25 cores.
     """
     if not (wall_s >= 0) or wall_s == math.inf:
         raise ValueError(f"wall_s must be finite >= 0, got {wall_s}")
     if not cores_per_vcore > 0:
         raise ValueError(f"cores_per_vcore must be > 0, got {cores_per_vcore}")
     done = [s for s in stages if s.status == _DONE]
-    run = sum(s.run_s for s in done)
     busy = _union_s((s.start, s.end) for s in done)
     serial = max(0.0, wall_s - busy)
-    if run <= 0.0 or busy <= 0.0:  # nothing ran on executors: the statement is serial
-        tasks = 1
-        task_s = max(wall_s, run) / cores_per_vcore
-    else:
-        parallel = max(1.0, run / busy)
-        critical = serial + run / parallel
-        p_eff = (serial + run) / critical
-        tasks = max(1, round(p_eff / cores_per_vcore))
-        task_s = (serial + run) / cores_per_vcore / tasks
+    work = (serial + sum(s.cpu_s for s in done)) / cores_per_vcore  # vcore-seconds
+    critical = max(wall_s, 1e-3)
+    tasks = max(1, round(work / critical))
+    task_s = max(critical, work / tasks) if tasks == 1 else work / tasks
     peak = max((s.peak_memory_mb / s.tasks for s in done if s.tasks > 0), default=0.0)
     memory = float(math.ceil(base_memory_mb + peak)) if done else None
     return StageMeasurement(task_s, tasks, float(rows_out), form, memory)
@@ -281,6 +289,7 @@ def calibrated_config(
     start-up overhead multiplied by the factor. No pairs (or no estimated work): ``cfg``.
 
     >>> cfg = CostConfig()
+    >>> from qoop_planner.model import Resources
     >>> est = StageCost(tasks=2, task_s=1.0, demand=Resources(1.0, 1024.0))
     >>> c = calibrated_config(cfg, [(est, StageMeasurement(3.0, 2, 1.0))])
     >>> c.scan_mb_s, c.task_overhead_s

@@ -33,6 +33,7 @@ from qoop_planner.calibrate import (
     calibrate_stage,
     calibrated_config,
     calibrated_history,
+    lookup_form,
     statement_stages,
 )
 from qoop_planner.cost import CostConfig, History, StageMeasurement, TableStats
@@ -134,7 +135,8 @@ def test_calibrated_stage_is_the_wall_time_at_a_large_share_and_the_work_at_a_sm
 
 def test_calibrated_stage_without_engine_stages_is_serial_and_keeps_its_wall_time():
     m = calibrate_stage([], 0.8, 1.0, cores_per_vcore=0.5)
-    assert (m.tasks, m.task_s, m.memory_mb) == (1, 1.6, None)
+    # 0.8 s on the driver at 0.5 cores a vcore: 1.6 vcore-seconds, 0.8 s at 2 vcores (1 core)
+    assert (m.tasks, m.task_s, m.memory_mb) == (2, 0.8, None)
     with pytest.raises(ValueError):
         calibrate_stage([], -1.0, 1.0)
     with pytest.raises(ValueError):
@@ -250,7 +252,7 @@ def test_measured_statements_find_each_ctas_and_the_final_select():
     by_digest = {m.digest: m for m in out}
     for i, s in enumerate(ran):
         m = by_digest[s.signature.digest]
-        assert m.form == s.form and [r.stage_id for r in m.stages] == [i]
+        assert m.form == lookup_form(s) == s.form and [r.stage_id for r in m.stages] == [i]
         assert m.rows_out == 100 + i
     fm = by_digest[final.signature.digest]
     assert fm.form == "" and [r.stage_id for r in fm.stages] == [51]  # not the COUNT(*)
