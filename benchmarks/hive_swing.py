@@ -503,9 +503,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tpc = load_tpc("tpch", args.scale)
     queries = {n: tpc.queries[n] for n in wanted}
     stats = {f"tpch.{t}": s for t, s in tpc.stats.items()}
-    name = (
-        "hive_swing" + ("_calibrated" if args.calibrated else "") + ("_quick" if args.quick else "")
-    )
+    name = "hive_swing" + ("_arbiter" if args.arbiter else "")
+    name += ("_calibrated" if args.calibrated else "") + ("_quick" if args.quick else "")
     out = args.out or RESULTS / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
 
