@@ -4,11 +4,11 @@ A real ``yarn-arbiter serve`` (:class:`yarn_bridge.served.ServedArbiter`) serves
 local YARN; the Spark Thrift Server runs its executors in YARN containers of the ``analytics``
 queue (:mod:`hive_hooks.yarn_engine`). TPC-H Q5 registers with the arbiter through
 :class:`~hive_hooks.share.ArbiterShare` and runs through the replanner with the engine's
-control as its share enforcer. While it runs, another job registers with the arbiter (|J| = 2:
-the query's share halves) and later leaves (the share recovers). The test waits on what YARN
-itself reports for the engine's application (``runningContainers``, ``allocatedVCores``,
-``allocatedMB``) to follow each share the arbiter pushed, and the answer must equal the direct
-SQL's.
+control as its share enforcer. While it runs, another job registers with the arbiter (|J|
+goes from 1 to 2: the query's share halves) and later leaves (the share recovers). The test
+waits on what YARN itself reports for the engine's application (``runningContainers``,
+``allocatedVCores``, ``allocatedMB``) to follow each share the arbiter pushed, and the answer
+must equal the direct SQL's.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_share_pushed_by_the_arbiter_reaches_yarn(arbiter, engine, yarn_cluster,
             full = share.current()
             rival.begin("rival")
             half = settle(full.epoch)
-            assert half.active_jobs == 2 and half.share.vcores < full.share.vcores
+            assert half.active_jobs == full.active_jobs + 1  # |J| counts the other job
             seen["shares"] += [full, half]
             seen["job"] = share.job_id
             seen["phase"] = 1
@@ -147,8 +147,9 @@ def test_share_pushed_by_the_arbiter_reaches_yarn(arbiter, engine, yarn_cluster,
     assert canon(res.rows) == expected
     assert seen["phase"] == 3, f"the query ended before the share went down and up: {seen}"
     full, half, back = seen["shares"]
-    assert half.share.vcores == pytest.approx(full.share.vcores / 2)
-    assert full.active_jobs == 1 and back.active_jobs == 1
+    n = full.active_jobs  # 1, unless another test left an analytics app running
+    assert half.share.vcores == pytest.approx(full.share.vcores * n / (n + 1))  # R/|J|
+    assert back.active_jobs == n
     assert back.share.vcores == full.share.vcores
     (n_half, _), (n_back, _) = seen["yarn"]
     assert n_half < n_back == engine_target({"q": full.share}, SPEC)
