@@ -476,6 +476,7 @@ class _Execution:
             passthrough=self.prep.passthrough,
             events=tuple(self.events),
             streamed=self.streamed,
+            plans=self.prep.plans,
         )
 
     def fail(self) -> None:

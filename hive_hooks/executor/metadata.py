@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlglot.errors import SqlglotError
@@ -29,7 +30,7 @@ from hive_hooks.executor.staging import (
     passthrough_plan,
     qualify_query,
 )
-from qoop_planner.cost import CostConfig, History, TableStats
+from qoop_planner.cost import CostConfig, History, StageMeasurement, TableStats
 from qoop_planner.model import Plan, StageSignature
 from qoop_planner.physical import PhysicalProfile
 from qoop_planner.sqlplan import enumerate_plan_space, enumerate_plans
@@ -59,6 +60,7 @@ class _Metadata(_Connections):
     materialize_scans: bool
     metadata_ttl_s: float
     cost_config: CostConfig | None
+    history: Mapping[str, StageMeasurement]
     _tables: dict[str, tuple[float, TableInfo]]
 
     def _describe(self, table: str) -> TableInfo:
@@ -187,9 +189,8 @@ class _Metadata(_Connections):
         """Measured stages of earlier runs, with every registered checkpoint of this query as a
         free stage (no work, its measured rows): the enumerator then ranks the plans that
         resume from checkpoints first, so they are among the ``k`` cached plans."""
-        return checkpoint_history(
-            self.registry.history(query_key), self.registry.lookup(self.checkpoint_db, namespace)
-        )
+        measured = {**self.registry.history(query_key), **self.history}
+        return checkpoint_history(measured, self.registry.lookup(self.checkpoint_db, namespace))
 
     def _sources(self, prep: _Prepared) -> tuple[dict[StageSignature, str], set[StageSignature]]:
         """What each stage signature can be read from now: inline scans and registered

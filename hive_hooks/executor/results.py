@@ -88,6 +88,7 @@ class QueryResult:
     passthrough: bool = False  # the planner could not decompose the SQL; it ran as one statement
     events: tuple[StageEvent, ...] = ()
     streamed: int = 0  # rows handed to ``on_rows`` as they were fetched (then ``rows`` is empty)
+    plans: tuple[Plan, ...] = ()  # the cached plans the run chose from (its stages' plan ids)
 
     @property
     def row_count(self) -> int:

@@ -39,7 +39,7 @@ from hive_hooks.executor.staging import (
 from hive_hooks.executor.worker import _Worker
 from hive_hooks.registry import CheckpointRegistry
 from hive_hooks.share import ShareEnforcer, ShareSource, StaticShare, tag_settings
-from qoop_planner.cost import CostConfig, TableStats
+from qoop_planner.cost import CostConfig, StageMeasurement, TableStats
 from qoop_planner.model import Progress, Share
 from qoop_planner.physical import PhysicalProfile
 from qoop_planner.replan import decide, rewrite
@@ -68,7 +68,9 @@ class QueryRunner(_Metadata, _Worker):
     (package docstring: share enforcement). ``physical``: cache the diverse plan space of these
     physical profiles (:func:`~qoop_planner.sqlplan.enumerate_plan_space`, ``k`` plans) instead
     of the ``k`` cheapest join orders, and pin each join stage's method and partitions on the
-    engine (:func:`~hive_hooks.executor.staging.pin_settings`, ``pin_hint``).
+    engine (:func:`~hive_hooks.executor.staging.pin_settings`, ``pin_hint``). ``history``:
+    measured stages given to the planner over the registry's own (e.g. costs calibrated from the
+    engine's history of prior runs, :func:`hive_hooks.spark_history.calibrate_from_runs`).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class QueryRunner(_Metadata, _Worker):
         engine_settings: Mapping[str, str] = ENGINE_SETTINGS,
         share_enforcer: ShareEnforcer | None = None,
         physical: Sequence[PhysicalProfile] | None = None,
+        history: Mapping[str, StageMeasurement] | None = None,
     ) -> None:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", checkpoint_db):
             raise ValueError(f"checkpoint_db {checkpoint_db!r} is not a plain identifier")
@@ -124,6 +127,7 @@ class QueryRunner(_Metadata, _Worker):
         self.engine_settings = dict(engine_settings)
         self.share_enforcer = share_enforcer
         self.physical = tuple(physical) if physical is not None else None
+        self.history: Mapping[str, StageMeasurement] = dict(history or {})
         if self.physical == ():
             raise ValueError("physical needs at least one profile (None: join orders only)")
         self._share_key: str | None = None  # the run's key at the enforcer, while it runs
