@@ -106,3 +106,24 @@ def test_the_order_search_matches_the_exhaustive_op_order_oracle(small) -> None:
     r = plan(dag, cost, mode="syndicate", budget=40, clock="proposals", objective="period")
     for start in (greedy_plan(dag, cost), greedy_plan(dag, cost, default_aa=True)):
         assert r.iter_time <= ev.cost_of(start) * (1 + 1e-9)
+
+
+def test_skew_aware_pricing_predicts_the_skewed_iteration_better(small) -> None:
+    """With per-rank compute skew in the simulator, the optimizer pricing every task at its
+    expected slowest rank predicts the simulated iteration closer than pricing it blind
+    (deterministic: the proposal clock and the skew draws are seeded)."""
+    topo, cost = small
+    dag = dlrm("A2", topo.n_ranks).scaled(3.0)
+    assert dag.skewed(0.0, 8).tasks == dag.tasks
+    f = dag.skewed(0.5, 8).tasks[0].time / dag.tasks[0].time
+    assert f == pytest.approx(1 + 0.5 * 8 / 9)
+    with pytest.raises(ValueError):
+        dag.skewed(-0.1, 8)
+    kw = {"cost": cost, "budget": 40, "clock": "proposals", "warmup": 20, "skew": 0.5}
+    blind = run_mode(dag, topo, "syndicate", skew_aware=False, skew_seed=3, **kw)
+    aware = run_mode(dag, topo, "syndicate", skew_seed=3, **kw)
+    err_blind = abs(blind.result.iter_time - blind.sim.period) / blind.sim.period
+    err_aware = abs(aware.result.iter_time - aware.sim.period) / aware.sim.period
+    assert err_aware < 0.5 * err_blind  # measured: 4 % against 26 %
+    # and here the plan priced with the straggler runs faster under the skew (36.9 vs 40.8 ms)
+    assert aware.sim.period < blind.sim.period
