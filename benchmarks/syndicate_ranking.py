@@ -12,7 +12,16 @@ seed) and its plan replayed on the simulator; the table gives the simulated iter
 
 Checked, and reported as true or false (not asserted: the paper's absolute numbers are not a
 target): on A2 Syndicate < {S-Sched, S-Exec} < HO < LIFO; on A1 and A3 Syndicate < HO < LIFO;
-the gain over LIFO shrinks from A1 to A3.
+the gain over LIFO shrinks from A1 to A3; and Syndicate no slower than each baseline, on its
+own model and on the simulator (``dominance``).
+
+Where the time goes (:mod:`syndicate.analysis`): per workload, lower bounds on any plan's
+iteration (communication free; the busiest comm stream; the DAG with contention-free comm; their
+combination) and the ceiling they put on any gain over LIFO, the exhaustive best whole-op issue
+order (modelled, and its plan replayed on the simulator); per mode, the last simulated
+iteration split into compute and the compute stream's gaps by the comm-op waited for, how busy
+each comm stream is and the busiest link of each kind. Then A1 and A2 under per-rank compute
+skew 0.2, Syndicate priced blind or with the expected straggler (``TrainingDAG.skewed``).
 
 Usage: ``python benchmarks/syndicate_ranking.py [--quick] [--proposals N] [--out PATH]``.
 """
@@ -38,6 +47,7 @@ from syndicate.topology import hgx2
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODES = ("syndicate", "s_sched", "s_exec", "ho", "lifo", "fifo")
+SKEW = 0.2  # per-rank compute skew of the skew section: tasks slowed by 1 + SKEW·U(0, 1)
 PAPER = {  # QPS ratios (T:1738) and A2 iteration-time cuts vs LIFO (T:1762-1773)
     "vs_lifo": {"A1": 1.74, "A2": 1.44, "A3": 1.38},
     "vs_ho": {"A1": 1.26, "A2": 1.21, "A3": 1.2},
@@ -82,24 +92,30 @@ def main(argv: list[str] | None = None) -> int:
         # Where any plan's limit lies (syndicate.analysis): lower bounds, and the exhaustive
         # whole-op order search on the model, its best replayed on the simulator.
         b = bounds(dag, cost)
-        oracle = order_oracle(dag, cost)[0]
-        o_res = PlanResult(
-            "syndicate",
-            oracle.plan,
-            Schedule({}, {}, oracle.order, 0.0, 0.0, "ops"),
-            oracle.prefetch,
-            oracle.period,
-            0.0,
-            0,
-            0,
-            0.0,
-            "period",
-        )
+        # the best whole-op orders (ties on the model included), replayed on the simulator
+        ranked = order_oracle(dag, cost)
+        replays = []
+        for o in (o for o in ranked if o.period <= ranked[0].period * (1 + 1e-9)):
+            o_res = PlanResult(
+                "syndicate",
+                o.plan,
+                Schedule({}, {}, o.order, 0.0, 0.0, "ops"),
+                o.prefetch,
+                o.period,
+                0.0,
+                0,
+                0,
+                0.0,
+                "period",
+            )
+            replays.append((simulate_plan(dag, topo, cost, o_res).period, o))
+        o_sim, oracle = min(replays, key=lambda r: r[0])
         limits[w] = {
             **b.as_dict(),
             "op_order_oracle": {
                 "model_iter_time_s": oracle.period,
-                "sim_iter_time_s": simulate_plan(dag, topo, cost, o_res).period,
+                "sim_iter_time_s": o_sim,
+                "ties_on_model": len(replays),
                 "plan": {k: v.label for k, v in oracle.plan.items()},
                 "ops": list(oracle.ops),
                 "prefetch": oracle.prefetch,
@@ -154,6 +170,44 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  A2 {name}: "
             + " ".join(f"{m}={v * 1e3:.2f}ms" for m, v in sensitivity[name].items()),
+            flush=True,
+        )
+
+    # ---- per-rank compute skew (the simulator's per-GPU streams; pricing blind or aware) ----
+    skew_runs: dict[str, dict[str, dict[str, float]]] = {}
+    for w in ("A1", "A2"):
+        dag = dlrm(w, n).scaled(scale)
+        skew_runs[w] = {}
+        for mode, aware in (
+            ("syndicate", False),
+            ("syndicate", True),
+            ("s_sched", True),
+            ("ho", True),
+            ("lifo", True),
+        ):
+            m = run_mode(
+                dag,
+                topo,
+                mode,
+                cost=cost,
+                budget=proposals,
+                seed=args.seed,
+                clock="proposals",
+                skew=SKEW,
+                skew_seed=1,
+                skew_aware=aware,
+            )
+            name = mode if mode != "syndicate" else f"syndicate ({'aware' if aware else 'blind'})"
+            skew_runs[w][name] = {
+                "sim_iter_time_s": m.sim.period,
+                "model_iter_time_s": m.result.iter_time,
+            }
+        print(
+            f"  {w} skew {SKEW}: "
+            + " ".join(
+                f"{k}={v['sim_iter_time_s'] * 1e3:.3f}ms (pred {v['model_iter_time_s'] * 1e3:.3f})"
+                for k, v in skew_runs[w].items()
+            ),
             flush=True,
         )
 
@@ -309,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         "dominance": dominance,
         "limits": limits,
         "sensitivity_a2_sim_iter_time_s": sensitivity,
+        "skew": {"skew": SKEW, "skew_seed": 1, "runs": skew_runs},
         "total_s": total,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
