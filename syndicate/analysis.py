@@ -33,7 +33,7 @@ from syndicate.dag import TrainingDAG, unroll
 from syndicate.flowsim import SimResult, flowset
 from syndicate.motifs import ExecOption
 from syndicate.optimizer import STEADY_ITERATIONS as STEADY
-from syndicate.optimizer import PlanResult, op_order_sequence, standalone
+from syndicate.optimizer import PlanResult, op_order_sequence, op_precedence, standalone
 from syndicate.sched import Graph, periodic_sequence, replay_order, steady_period
 from syndicate.topology import CHANNELS, Topology
 
@@ -244,6 +244,7 @@ def order_oracle(
             if key not in fastest or t < standalone(cost, dag, n, fastest[key]):
                 fastest[key] = o
     movable = [n for n in names if (n, "cpu") in fastest and (n, "gpu") in fastest]
+    precede = op_precedence(dag)
     out: list[OrderOracle] = []
     for chans in itertools.product(CHANNELS, repeat=len(movable)):
         assign = dict(zip(movable, chans, strict=True))
@@ -252,6 +253,9 @@ def order_oracle(
         for pf in (False, True):
             g = unroll(dag, plan, cost, prefetch=pf, iterations=iterations)
             for perm in itertools.permutations(names):
+                pos = {n: i for i, n in enumerate(perm)}
+                if any(pos[b] > pos[a] for b, a in precede if not (pf and b in data_ops)):
+                    continue
                 order = op_order_sequence(dag, cost, plan, perm, pf)
                 seq = periodic_sequence(order, pf, data_ops, iterations)
                 try:

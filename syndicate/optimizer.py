@@ -68,6 +68,7 @@ __all__ = [
     "evaluate",
     "greedy_plan",
     "op_order_sequence",
+    "op_precedence",
     "plan",
 ]
 
@@ -163,6 +164,7 @@ class _Evaluator:
         self.prio = {op: i for i, op in enumerate(dag.priority)}
         self.data_ops = frozenset(c.op.name for c in dag.comms if c.after is None)
         self.memo: dict[tuple[ExecOption, ...], tuple[Schedule, bool, float]] = {}
+        self.must_precede = op_precedence(dag)
 
     def key(self, plan: Mapping[str, ExecOption]) -> tuple[ExecOption, ...]:
         return tuple(plan[c.op.name] for c in self.dag.comms)
@@ -219,6 +221,11 @@ class _Evaluator:
         g = unroll(self.dag, plan, self.cost, prefetch=pf, iterations=STEADY_ITERATIONS)
         names = tuple(c.op.name for c in self.dag.comms)
         for perm in itertools.permutations(names):
+            pos = {n: i for i, n in enumerate(perm)}
+            if any(
+                pos[b] > pos[a] for b, a in self.must_precede if not (pf and b in self.data_ops)
+            ):
+                continue  # would deadlock the strict sequence (see op_precedence)
             order = op_order_sequence(self.dag, self.cost, plan, perm, pf)
             seq = periodic_sequence(order, pf, self.data_ops, STEADY_ITERATIONS)
             try:
@@ -235,6 +242,22 @@ class _Evaluator:
 
     def cost_of(self, plan: Mapping[str, ExecOption]) -> float:
         return self.priced(plan)[2]
+
+
+def op_precedence(dag: TrainingDAG) -> frozenset[tuple[str, str]]:
+    """Pairs (b, a): comm-op ``a`` is submitted only after ``b`` has completed in the same
+    iteration (a task at or before ``a``'s producer, in program order, consumes ``b``), so an
+    enforcer sequence issuing ``a`` before ``b`` deadlocks; a prefetched data op ``b`` is
+    exempt (iteration k's sequence issues it for k+1)."""
+    index = {t.name: i for i, t in enumerate(dag.tasks)}
+    out = set()
+    for a in dag.comms:
+        if a.after is None:
+            continue
+        for b in dag.comms:
+            if b is not a and any(index[t] <= index[a.after] for t in b.before):
+                out.add((b.op.name, a.op.name))
+    return frozenset(out)
 
 
 def op_order_sequence(

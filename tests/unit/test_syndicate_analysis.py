@@ -4,6 +4,8 @@ Gap 3.10, §6.4)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from syndicate.analysis import bounds, breakdown, dag_period, link_kind, link_loads, order_oracle
@@ -127,3 +129,34 @@ def test_skew_aware_pricing_predicts_the_skewed_iteration_better(small) -> None:
     assert err_aware < 0.5 * err_blind  # measured: 4 % against 26 %
     # and here the plan priced with the straggler runs faster under the skew (36.9 vs 40.8 ms)
     assert aware.sim.period < blind.sim.period
+
+
+def test_op_precedence_is_exactly_the_orders_that_deadlock(small) -> None:
+    """A whole-op enforcer sequence deadlocks iff it issues a comm-op before one whose
+    completion its submission needs (op_precedence; a prefetched data op exempt)."""
+    from syndicate.dag import unroll
+    from syndicate.optimizer import op_order_sequence, op_precedence
+    from syndicate.sched import periodic_sequence, replay_order
+
+    _, cost = small
+    dag = dlrm("A2", 8).scaled(3.0)
+    opts = {c.op.name: dag.options[c.op.name][0] for c in dag.comms}
+    data_ops = frozenset(c.op.name for c in dag.comms if c.after is None)
+    precede = op_precedence(dag)
+    assert ("a2a-emb-fwd", "ar-top-mlp") in precede and ("ar-top-mlp", "a2a-emb-fwd") not in precede
+    names = [c.op.name for c in dag.comms]
+    kept = 0
+    for pf in (False, True):
+        g = unroll(dag, opts, cost, prefetch=pf, iterations=3)
+        for perm in itertools.permutations(names):
+            pos = {n: i for i, n in enumerate(perm)}
+            ok = all(pos[b] < pos[a] for b, a in precede if not (pf and b in data_ops))
+            seq = periodic_sequence(op_order_sequence(dag, cost, opts, perm, pf), pf, data_ops, 3)
+            try:
+                replay_order(g, seq)
+                ran = True
+            except ValueError:
+                ran = False
+            assert ran == ok, (perm, pf)
+            kept += ok
+    assert 0 < kept < 240
