@@ -20,6 +20,14 @@ steers the search away from plans whose gain is in the steady state, such as a p
 data-prep moved to the slower ``cpu`` channel; the ranking benchmark and the bid hook optimise
 the period, the quantity they report.
 
+Under the ``period`` objective the order search of Syndicate and S-Sched is wider (ours, not the
+text's): besides optSched and FIFO it replays the baselines' own policies (LIFO, the HO hand
+priority) and every issue order of whole comm-ops that does not deadlock the strict sequence
+(:func:`op_precedence`), so on its own model Syndicate never loses to a baseline whose plan it
+reaches; on the DLRM DAGs optSched's critical-path order is often far worse than FIFO (the
+b-level ignores that every motif of a channel waits for the one stream). Syndicate's chain then
+starts at the better of the greedy plan and the baselines' default-AA plan.
+
 Modes (spec §3.5, Gap 3.11):
 
 ========== ============ ========== ================================ ==============
@@ -34,7 +42,8 @@ syndicate  optSched     per chan.  MCMC                             from plan
 ========== ============ ========== ================================ ==============
 
 S-Sched "gets an optimal scheduling order" (T:1731, E17): it takes Syndicate's order search
-(the better of optSched and FIFO, with or without the prefetch) on its fixed plan.
+(the better of optSched and FIFO, with or without the prefetch, and under the ``period``
+objective the wider search above) on its fixed plan.
 The segment oracle is coordinate descent over seg ∈ {1,2,4,8} per comm-op under the mode's own
 scheduler. Prefetch of the data op (T:1771) needs the busy-wait enforcer, so only s_sched and
 syndicate may use it.
