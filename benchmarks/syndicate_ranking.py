@@ -57,7 +57,11 @@ PAPER = {  # QPS ratios (T:1738) and A2 iteration-time cuts vs LIFO (T:1762-1773
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer proposals, coarser calibration")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer proposals, coarser calibration, no sensitivity or skew sections",
+    )
     ap.add_argument("--proposals", type=int, default=None, help="MCMC budget in proposals")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=RESULTS / "syndicate_ranking.json")
@@ -158,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "rdma_via_pcie=off": topo.with_params(rdma_via_pcie=False),
     }
     sensitivity: dict[str, dict[str, float]] = {}
-    for name, vtopo in variants.items():
+    for name, vtopo in variants.items() if not args.quick else ():
         vcost = MicrobenchCost(vtopo)
         dag = dlrm("A2", n).scaled(scale)
         sensitivity[name] = {
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- per-rank compute skew (the simulator's per-GPU streams; pricing blind or aware) ----
     skew_runs: dict[str, dict[str, dict[str, float]]] = {}
-    for w in ("A1", "A2"):
+    for w in ("A1", "A2") if not args.quick else ():
         dag = dlrm(w, n).scaled(scale)
         skew_runs[w] = {}
         for mode, aware in (
