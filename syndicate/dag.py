@@ -94,6 +94,17 @@ class TrainingDAG:
             self.name, tasks, self.comms, self.options, self.carry, self.priority, self.meta
         )
 
+    def skewed(self, skew: float, n_ranks: int) -> TrainingDAG:
+        """The DAG as the optimizer prices it under per-rank compute skew (each rank's task
+        slowed by 1 + ``skew``·U(0, 1), as in :func:`syndicate.flowsim.simulate`): a task is
+        done when its slowest rank is, so every task is priced at the expected slowest of
+        ``n_ranks``, 1 + skew·n/(n+1) times its time [ASSUMPTION: the draws are independent
+        and the ranks meet at every task; chains of tasks with no collective between them let
+        the ranks drift, so this overprices them a little]."""
+        if not (skew >= 0 and n_ranks >= 1):
+            raise ValueError(f"skew must be >= 0 and n_ranks >= 1, got {skew}, {n_ranks}")
+        return self.scaled(1.0 + skew * n_ranks / (n_ranks + 1))
+
 
 Plan = Mapping[str, ExecOption]
 

@@ -116,10 +116,17 @@ def run_mode(
     clock: str = "seconds",
     warmup: int = 200,
     objective: str = "period",
+    skew: float = 0.0,
+    skew_seed: int = 0,
+    skew_aware: bool = True,
 ) -> Measured:
+    """Plan ``dag`` under ``mode`` and replay it on the simulator. With ``skew`` > 0 the
+    simulator slows every rank's tasks (:func:`syndicate.flowsim.simulate`) and, if
+    ``skew_aware``, the optimizer prices the expected straggler (:meth:`TrainingDAG.skewed`)."""
     cost = cost or MicrobenchCost(topo)
+    priced = dag.skewed(skew, topo.n_ranks) if skew > 0 and skew_aware else dag
     result = plan(
-        dag,
+        priced,
         cost,
         mode=mode,
         budget=budget,
@@ -128,7 +135,7 @@ def run_mode(
         warmup=warmup,
         objective=objective,
     )
-    return Measured(result, simulate_plan(dag, topo, cost, result))
+    return Measured(result, simulate_plan(dag, topo, cost, result, skew=skew, skew_seed=skew_seed))
 
 
 def calibrate(

@@ -67,11 +67,14 @@ class _OpRun:
 
     def cut(self, plan: InstalledPlan) -> None:
         """ENFORCEEXECPLAN under the plan of the iteration that issues it (a prefetched op
-        is submitted before the plan of its own iteration is known)."""
+        is submitted before the plan of its own iteration is known). A comm-op with no motifs
+        (an all-reduce on one rank) is its own result: its Future completes here."""
         if not self.motifs:
             self.opt = plan.options[self.op.name]
             self.motifs = plan.motifs(self.op)
             self.left = len(self.motifs)
+            if not self.motifs and not self.future.done():
+                self.future.set_result(self.result())  # REPACK of nothing
 
     def result(self) -> np.ndarray:
         return self.out if self.out is not None else self.buf
@@ -152,6 +155,10 @@ class Enforcer:
                 raise ValueError(f"{op_name} submitted twice in iteration {k}")
             out = np.zeros_like(tensor) if op.kind == "AA" else None
             run = _OpRun(k, op, np.array(tensor, copy=True), out)
+            if not self.tpc.current.motifs(op):
+                # No motifs under any option (an all-reduce on one rank): no plan's sequence
+                # names it, so nothing would ever issue it; it completes at submission.
+                run.cut(self.tpc.current)
             self._submitted.setdefault(k, {})[op_name] = run
             self._fifo.setdefault(k, []).append(op_name)
             self._cv.notify_all()

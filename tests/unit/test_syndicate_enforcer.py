@@ -68,3 +68,34 @@ def test_a_prefetching_plan_issues_the_next_batch_in_this_iteration(enforcer: En
     assert enforcer.issue_log[2] == data + emb + [f"{m}@+1" for m in data]  # prologue first
     assert enforcer.issue_log[3] == emb + [f"{m}@+1" for m in data]
     assert enforcer.tpc.history == [(0, 0), (1, 0), (2, 1), (3, 1)]
+
+
+def test_a_comm_op_with_no_motifs_completes_under_fifo_and_under_a_plan() -> None:
+    """A ring all-reduce on one rank has no motifs: no sequence names it and nothing issues
+    it, yet its Future must complete (with its input, the one-rank sum) in FIFO and under a
+    committed plan, and the ops around it still run in order."""
+    ops = (CommOp("data", "AA", 6, 1, 8), CommOp("ar", "AR", 5, 1, 8))
+    assert expand(ops[1], ExecOption("ring")) == [] and expand(ops[1], ExecOption("tree")) == []
+    opts = {"data": ExecOption("aa", seg=2), "ar": ExecOption("tree", seg=2)}
+    order = tuple(m.id for m in expand(ops[0], opts["data"]))
+    plan = InstalledPlan(1, opts, order)
+    plan.validate(list(ops))
+    mesh = Mesh(0, [free_port()])
+    enf = Enforcer(0, mesh, ops, fifo_plan(ops))
+    try:
+        rng = np.random.default_rng(1)
+        assert enf.prepare(plan, plan.sha256())[0]
+        enf.commit(1, activate_at=2)
+        for k in range(4):  # iterations 0-1 FIFO, 2-3 under the plan
+            assert enf.begin_iteration(k).version == (0 if k < 2 else 1)
+            ar_in = rng.standard_normal(5)
+            data_in = rng.integers(0, 9, (1, 6))
+            ar = enf.submit(k, "ar", ar_in)  # submitted first: FIFO must not wait on it forever
+            data = enf.submit(k, "data", data_in)
+            assert np.array_equal(ar.result(timeout=10), ar_in)
+            assert np.array_equal(data.result(timeout=10), data_in)
+        assert enf.error is None
+        assert enf.issue_log[3] == list(order)
+    finally:
+        enf.close()
+        mesh.close()
