@@ -17,7 +17,6 @@ import asyncio
 import gc
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from arbiter.decider import Decider, ProcessDecider, decide_inline
 from arbiter.journal import Journal, SQLiteJournal, new_token
 from arbiter.metrics import MetricsServer
 from arbiter.service import build_server
+from arbiter.signals import stop_on_signals
 from arbiter.telemetry import Telemetry
 
 __all__ = [
@@ -280,8 +280,7 @@ def serve_forever(
     # The handlers go in before anything serves: a SIGTERM that arrives while the arbiter
     # starts (a client may already be connected) stops it cleanly once it is up.
     done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
+    stop_on_signals(done)
     arbiter, (token_path, service_path, submit_path) = start_arbiter(
         cluster, config, topology_from_rm=topology_from_rm, attach=attach
     )

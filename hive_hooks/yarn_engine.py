@@ -105,6 +105,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from arbiter.signals import stop_on_signals
 from hive_hooks.engine import (
     DEFAULT_START_TIMEOUT,
     HOST,
@@ -662,11 +663,7 @@ def run_driver(config_path: str) -> int:
     )
     drv = _Driver(json.loads(Path(config_path).read_text()))
 
-    def on_term(signum: int, frame: object) -> None:
-        drv.stop_event.set()
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    stop_on_signals(drv.stop_event)
     try:
         return drv.run()
     finally:

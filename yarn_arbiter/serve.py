@@ -5,7 +5,6 @@ bridge's settings (``--rm-url``), on the cluster the ResourceManager reports, wi
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -16,6 +15,7 @@ from arbiter.config import Config
 from arbiter.ha import HaArbiter, HaSettings
 from arbiter.journal import Journal
 from arbiter.server import RunningArbiter, StartAttachment, serve_forever, start_arbiter
+from arbiter.signals import stop_on_signals
 from yarn_bridge.bridge_cli import BridgeSettings, initial_cluster, start_bridge
 
 __all__ = ["NO_GPUS", "serve", "serve_ha"]
@@ -74,8 +74,7 @@ def serve_ha(
     standby until it wins the election, then the arbiter (with its attachments, the YARN
     bridge) on the ZooKeeper journal; it steps down to standby when it loses ZooKeeper."""
     done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
+    stop_on_signals(done)
 
     def start_active(journal: Journal, ready: Callable[[], dict[str, Any]]) -> RunningArbiter:
         arbiter, _ = start_arbiter(

@@ -32,6 +32,7 @@ import sys
 import threading
 from typing import Any
 
+from arbiter.signals import stop_on_signals
 from yarn_bridge.emulator import FAULTS_PATH, HADOOP_VERSIONS, RMEmulator, RMHAPair, SimCluster
 from yarn_bridge.env import ENV_RM_URL
 
@@ -278,7 +279,7 @@ def _cmd_emulate_rm(args: argparse.Namespace) -> int:
     print(f"export {ENV_RM_URL}={','.join(urls)}", flush=True)
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        stop_on_signals(stop, (signal.SIGTERM,))
     try:
         stop.wait(args.duration)
     except KeyboardInterrupt:
