@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import multiprocessing
 import os
@@ -49,9 +50,17 @@ from pathlib import Path
 import grpc
 import psutil
 
+from arbiter.server import quiet_gc
+
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
+# Keep the load generator's cyclic GC from stalling its event loop (as ``serve`` does for the
+# arbiter with ``arbiter.server.quiet_gc``): frozen after the ramp-up, young generation every
+# 50,000 allocations. ``--generator-gc`` leaves the generator's GC at Python's defaults.
+QUIET_GC = True
+# when a dict: run_part (in this process) leaves its raw samples here
+PROBE: dict | None = None
 RESULTS = Path(__file__).resolve().parent / "results"
 ADMIN_TOKEN = "load-admin"
 ACK_TIMEOUT_S = 5.0  # a heartbeat unanswered this long is an error (the unary call's deadline)
@@ -81,6 +90,9 @@ class Stats:
         self.share_updates = 0
         self.ready = 0  # agents whose first heartbeat went through, subscribers subscribed
         self.in_flight = 0  # heartbeats sent and not yet answered (or failed)
+        self.lag: list[tuple[float, float]] = []  # (when, ms late): this process's loop lag
+        # (sent, round trip ms, app, seq) of every heartbeat
+        self.beats: list[tuple[float, float, str, int]] = []
 
     def error(self, kind: str, details: str | None) -> None:
         self.errors[kind] += 1
@@ -134,6 +146,9 @@ async def agent(
                     if sent is not None:
                         stats.in_flight -= 1
                         stats.record(HEARTBEAT[transport], time.perf_counter() - sent)
+                        stats.beats.append(
+                            (sent, (time.perf_counter() - sent) * 1e3, reg.app_id, msg.heartbeat_ack.seq)
+                        )
                         if time.perf_counter() - sent > 0.05:
                             stats.slow.append(sent)
                         acked.set()
@@ -205,6 +220,7 @@ async def agent(
             try:
                 await stub.ReportProgress(report, metadata=md, timeout=ACK_TIMEOUT_S)
                 stats.record(HEARTBEAT[transport], time.perf_counter() - t)
+                stats.beats.append((t, (time.perf_counter() - t) * 1e3, reg.app_id, seq))
                 if time.perf_counter() - t > 0.05:
                     stats.slow.append(t)
             except grpc.RpcError as exc:
@@ -216,6 +232,16 @@ async def agent(
     await outbox.put(None)
     call.cancel()
     await asyncio.gather(read_task, return_exceptions=True)
+
+
+async def loop_lag(stats: Stats, stop: asyncio.Event, every: float = 0.005) -> None:
+    """Samples how late this process's event loop wakes a timer (``every`` seconds apart): the
+    load generator's own lag, which a heartbeat's round trip includes."""
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(every)
+        late = time.perf_counter() - t - every
+        stats.lag.append((t + every, late * 1e3))
 
 
 async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event) -> None:
@@ -301,6 +327,18 @@ async def run_part(
         await asyncio.sleep(0.1)
     await asyncio.get_running_loop().run_in_executor(None, sync.wait, 240)
     ramp_s = time.perf_counter() - t_ramp
+    if QUIET_GC:
+        quiet_gc()
+    gc_pauses: list[float] = []
+    gc_started = [0.0]
+
+    def gc_timer(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        else:
+            gc_pauses.append((time.perf_counter() - gc_started[0]) * 1e3)
+
+    gc.callbacks.append(gc_timer)
     # warm-up: a few seconds, and until the registration burst's backlog of heartbeats has
     # drained (at most 30 s more; what is left is measured)
     await asyncio.sleep(min(3.0, seconds / 3))
@@ -323,6 +361,8 @@ async def run_part(
     for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
     stats.slow.clear()
+    stats.beats.clear()
+    lag_task = asyncio.create_task(loop_lag(stats, stop))
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
     cpu1 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
@@ -331,7 +371,11 @@ async def run_part(
     if spy is not None:
         await asyncio.get_running_loop().run_in_executor(None, spy.wait, 120)
     stop.set()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*tasks, lag_task, return_exceptions=True)
+    if PROBE is not None:  # raw samples for a caller that analyses them (one process only)
+        PROBE.update(beats=stats.beats, lag=stats.lag, offers=sorted(stats.offers.values()))
+    lags = [x for _, x in stats.lag]
+    gc.callbacks.remove(gc_timer)
     for ch in channels:
         await ch.close()
     return {
@@ -352,6 +396,8 @@ async def run_part(
         "server_cpu": cpu1[0][0] - cpu0[0][0],
         "auction_cpu": cpu1[0][1] - cpu0[0][1],
         "client_cpu": cpu1[1] - cpu0[1],
+        "load_lag": lags,
+        "load_gc_ms": gc_pauses,
         "rounds": r1 - r0,
         "share_updates": stats.share_updates,
         "main": main,
@@ -441,6 +487,15 @@ def run_load(
             main_part["server_cpu"] * 1e3 / max(1, sum(r["delivered"] for r in results)), 3
         ),
         "client_cores": round(sum(r["client_cpu"] for r in results) / elapsed, 2),
+        # how late the load generator's own event loop woke a 5 ms timer while measuring: a
+        # heartbeat's round trip includes it (p99 near the heartbeat's: the generator's tail)
+        "load_loop_lag_p99_ms": round(pct([x for r in results for x in r["load_lag"]], 99), 2),
+        # the load generator's cyclic GC pauses while measuring (a stall of its loop)
+        "load_gc_pauses": sum(len(r["load_gc_ms"]) for r in results),
+        "load_gc_pause_max_ms": round(max((x for r in results for x in r["load_gc_ms"]),
+                                          default=0.0), 2),
+        "load_loop_lag_max_ms": round(max((x for r in results for x in r["load_lag"]),
+                                          default=float("nan")), 2),
         # heartbeat round trips: offered (one per Agent per second) and answered, per second
         "heartbeats_offered_per_s": float(agents),
         "heartbeats_per_s": round(sum(r["delivered"] for r in results) / elapsed, 1),
