@@ -51,14 +51,9 @@ import grpc
 import psutil
 
 from arbiter.server import quiet_gc
-
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
-# Keep the load generator's cyclic GC from stalling its event loop (as ``serve`` does for the
-# arbiter with ``arbiter.server.quiet_gc``): frozen after the ramp-up, young generation every
-# 50,000 allocations. ``--generator-gc`` leaves the generator's GC at Python's defaults.
-QUIET_GC = True
 # when a dict: run_part (in this process) leaves its raw samples here
 PROBE: dict | None = None
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -147,7 +142,12 @@ async def agent(
                         stats.in_flight -= 1
                         stats.record(HEARTBEAT[transport], time.perf_counter() - sent)
                         stats.beats.append(
-                            (sent, (time.perf_counter() - sent) * 1e3, reg.app_id, msg.heartbeat_ack.seq)
+                            (
+                                sent,
+                                (time.perf_counter() - sent) * 1e3,
+                                reg.app_id,
+                                msg.heartbeat_ack.seq,
+                            )
                         )
                         if time.perf_counter() - sent > 0.05:
                             stats.slow.append(sent)
@@ -296,11 +296,14 @@ async def run_part(
     sync,
     main: bool,
     profile: str = "",
+    quiet: bool = True,
 ) -> dict:
     """One load process: agents ``ks`` and ``subscribers`` share subscribers. Every part ramps
     up, meets the others at ``sync`` (a barrier), warms up and measures for ``seconds``; the
     ``main`` part also reads the round counter and the arbiter's CPU time, and samples the
-    arbiter with py-spy into the file ``profile`` (when given) while measuring."""
+    arbiter with py-spy into the file ``profile`` (when given) while measuring. ``quiet``: keep
+    this process's cyclic GC from stalling its loop (``arbiter.server.quiet_gc``, as ``serve``
+    does for the arbiter, after the ramp-up); else Python's defaults."""
     stats = Stats()
     stop = asyncio.Event()
     channels = [
@@ -327,7 +330,7 @@ async def run_part(
         await asyncio.sleep(0.1)
     await asyncio.get_running_loop().run_in_executor(None, sync.wait, 240)
     ramp_s = time.perf_counter() - t_ramp
-    if QUIET_GC:
+    if quiet:
         quiet_gc()
     gc_pauses: list[float] = []
     gc_started = [0.0]
@@ -419,15 +422,17 @@ def run_load(
     server_pid: int,
     procs: int = 1,
     profile: str = "",
+    quiet: bool = True,
 ) -> dict:
     """Drive ``agents`` Agents (and a tenth as many share subscribers) over ``transport`` from
-    ``procs`` load processes; merge their measurements into one record."""
+    ``procs`` load processes (their GC quiet or not: :func:`run_part`); merge their
+    measurements into one record."""
     subs = max(1, agents // 10)
     procs = max(1, min(procs, agents))
     cut = [agents * p // procs for p in range(procs + 1)]
     parts = [
         (port, range(cut[p], cut[p + 1]), subs * (p + 1) // procs - subs * p // procs, seconds,
-         transport, server_pid, p == 0, profile)
+         transport, server_pid, p == 0, profile, quiet)
         for p in range(procs)
     ]  # fmt: skip
     if procs == 1:
@@ -471,6 +476,7 @@ def run_load(
         "agents": agents,
         "transport": transport,
         "load_processes": procs,
+        "generator_gc": "quiet" if quiet else "default",
         "seconds": round(elapsed, 1),
         "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
         "settle_s": round(max(r["settle_s"] for r in results), 1),  # the backlog's drain
@@ -492,10 +498,12 @@ def run_load(
         "load_loop_lag_p99_ms": round(pct([x for r in results for x in r["load_lag"]], 99), 2),
         # the load generator's cyclic GC pauses while measuring (a stall of its loop)
         "load_gc_pauses": sum(len(r["load_gc_ms"]) for r in results),
-        "load_gc_pause_max_ms": round(max((x for r in results for x in r["load_gc_ms"]),
-                                          default=0.0), 2),
-        "load_loop_lag_max_ms": round(max((x for r in results for x in r["load_lag"]),
-                                          default=float("nan")), 2),
+        "load_gc_pause_max_ms": round(
+            max((x for r in results for x in r["load_gc_ms"]), default=0.0), 2
+        ),
+        "load_loop_lag_max_ms": round(
+            max((x for r in results for x in r["load_lag"]), default=float("nan")), 2
+        ),
         # heartbeat round trips: offered (one per Agent per second) and answered, per second
         "heartbeats_offered_per_s": float(agents),
         "heartbeats_per_s": round(sum(r["delivered"] for r in results) / elapsed, 1),
@@ -523,6 +531,7 @@ CONFIGS = {
     "previous/unary": ("previous", "unary"),
     "ours/unary": ("ours", "unary"),
     "ours/stream": ("ours", "stream"),
+    "previous/stream": ("previous", "stream"),  # a --previous-rev that has the stream heartbeat
 }
 
 
@@ -546,6 +555,7 @@ def serve_and_load(
     policy: str,
     procs: int,
     profile: str = "",
+    quiet: bool = True,
 ) -> dict:
     """Serve the arbiter of the tree ``root`` in its own process and drive it (``profile``: a
     py-spy raw file to sample it into while measuring)."""
@@ -578,8 +588,9 @@ def serve_and_load(
             try:
                 wait_serving(port, server)
                 return run_load(
-                    port, agents, seconds, transport, server.pid, procs=procs, profile=profile
-                )
+                    port, agents, seconds, transport, server.pid, procs=procs, profile=profile,
+                    quiet=quiet,
+                )  # fmt: skip
             finally:
                 server.terminate()
                 server.wait(timeout=30)
@@ -648,7 +659,10 @@ def profile_summary(raw: Path, top: int = 15) -> dict:
 def fmt(rec: dict) -> str:
     p50, p99 = rec["p50_ms"], rec["p99_ms"]
     return (
-        f"{rec['config']:15s} agents {rec['agents']:5d}: heartbeats {rec['heartbeats_per_s']:7.1f}"
+        f"{rec['config']:15s} gen-gc {rec['generator_gc']:7s} agents {rec['agents']:5d}: "
+        f"load lag p99 {rec['load_loop_lag_p99_ms']:.0f} max {rec['load_loop_lag_max_ms']:.0f} "
+        f"ms, {rec['load_gc_pauses']} GC pauses (max {rec['load_gc_pause_max_ms']:.0f} ms)  "
+        f"heartbeats {rec['heartbeats_per_s']:7.1f}"
         f"/{rec['heartbeats_offered_per_s']:.0f} per s  p50 {p50 or float('nan'):7.1f} ms  "
         f"p99 {p99 or float('nan'):7.1f} ms  errors {rec['errors']}  "
         f"arbiter {rec['server_cores']:.2f} cores ({rec['server_cores_per_1000_agents']:.2f} per "
@@ -695,6 +709,13 @@ def main(argv: list[str] | None = None) -> int:
         "directory (<config>-<agents>.raw), and add the summary to each record (py-spy stops the "
         "arbiter to sample it: CPU and latency of a profiled run are not comparable)",
     )
+    parser.add_argument(
+        "--generator-gc",
+        choices=("quiet", "default", "both"),
+        default="quiet",
+        help="the load generator's cyclic GC: frozen after ramp-up (quiet, as serve does for "
+        "the arbiter), Python's defaults, or both in turn for each configuration",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -712,7 +733,11 @@ def main(argv: list[str] | None = None) -> int:
         if any(CONFIGS[c][0] == "previous" for c in configs):
             roots["previous"] = previous_tree(args.previous_rev, Path(tmp) / "previous")
         for n in counts:
-            for config in configs:
+            for config, gc_mode in [
+                (c, g) for c in configs
+                for g in (("quiet", "default") if args.generator_gc == "both"
+                          else (args.generator_gc,))
+            ]:  # fmt: skip
                 server, transport = CONFIGS[config]
                 raw = None
                 if args.profile is not None:
@@ -720,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
                     raw = args.profile / f"{config.replace('/', '-')}-{n}.raw"
                 rec = serve_and_load(
                     roots[server], n, args.seconds, transport, args.policy, args.load_processes,
-                    profile=str(raw or ""),
+                    profile=str(raw or ""), quiet=gc_mode == "quiet",
                 )  # fmt: skip
                 rec = {"config": config, "server": server, **rec}
                 if raw is not None and raw.is_file():
