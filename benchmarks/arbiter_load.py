@@ -330,8 +330,10 @@ async def run_part(
         await asyncio.sleep(0.1)
     await asyncio.get_running_loop().run_in_executor(None, sync.wait, 240)
     ramp_s = time.perf_counter() - t_ramp
-    if quiet:
+    threshold = gc.get_threshold()
+    if quiet:  # the objects of the ramp-up out of every collection, and none while measuring
         quiet_gc()
+        gc.disable()
     gc_pauses: list[float] = []
     gc_started = [0.0]
 
@@ -379,6 +381,10 @@ async def run_part(
         PROBE.update(beats=stats.beats, lag=stats.lag, offers=sorted(stats.offers.values()))
     lags = [x for _, x in stats.lag]
     gc.callbacks.remove(gc_timer)
+    if quiet:  # as it was (the next configuration may run in this process)
+        gc.enable()
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
     for ch in channels:
         await ch.close()
     return {
