@@ -281,6 +281,18 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
+_IDLE_PROBE = """
+import sys, time
+end = time.perf_counter() + float(sys.argv[1])
+lag = []
+while time.perf_counter() < end:
+    t = time.perf_counter()
+    time.sleep(0.005)
+    lag.append((time.perf_counter() - t - 0.005) * 1e3)
+print(*(f"{x:.3f}" for x in lag))
+"""
+
+
 def own_cpu_seconds() -> float:
     t = psutil.Process().cpu_times()
     return t.user + t.system
@@ -362,6 +374,13 @@ async def run_part(
              "--rate", "50", "--native", "--format", "raw", "--output", profile],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
+    # the machine's own scheduling delay while measuring: a process that does nothing but wake
+    # a 5 ms timer (what neither the arbiter nor the generator can do better than)
+    idle = (
+        subprocess.Popen([sys.executable, "-c", _IDLE_PROBE, str(seconds)], stdout=subprocess.PIPE)
+        if main
+        else None
+    )
     t0 = time.perf_counter()
     for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
@@ -375,6 +394,10 @@ async def run_part(
     delivered = len(stats.lat[beat_kind])
     if spy is not None:
         await asyncio.get_running_loop().run_in_executor(None, spy.wait, 120)
+    idle_lag = [0.0]
+    if idle is not None:
+        out, _ = await asyncio.get_running_loop().run_in_executor(None, idle.communicate)
+        idle_lag = [float(x) for x in out.split()]
     stop.set()
     await asyncio.gather(*tasks, lag_task, return_exceptions=True)
     if PROBE is not None:  # raw samples for a caller that analyses them (one process only)
@@ -406,6 +429,7 @@ async def run_part(
         "auction_cpu": cpu1[0][1] - cpu0[0][1],
         "client_cpu": cpu1[1] - cpu0[1],
         "load_lag": lags,
+        "idle_lag": idle_lag,
         "load_gc_ms": gc_pauses,
         "rounds": r1 - r0,
         "share_updates": stats.share_updates,
@@ -502,6 +526,9 @@ def run_load(
         # how late the load generator's own event loop woke a 5 ms timer while measuring: a
         # heartbeat's round trip includes it (p99 near the heartbeat's: the generator's tail)
         "load_loop_lag_p99_ms": round(pct([x for r in results for x in r["load_lag"]], 99), 2),
+        # how late an idle process woke a 5 ms timer meanwhile: the machine's scheduling delay
+        "idle_timer_lag_p99_ms": round(pct(main_part["idle_lag"], 99), 2),
+        "idle_timer_lag_max_ms": round(max(main_part["idle_lag"]), 2),
         # the load generator's cyclic GC pauses while measuring (a stall of its loop)
         "load_gc_pauses": sum(len(r["load_gc_ms"]) for r in results),
         "load_gc_pause_max_ms": round(
@@ -667,7 +694,9 @@ def fmt(rec: dict) -> str:
     return (
         f"{rec['config']:15s} gen-gc {rec['generator_gc']:7s} agents {rec['agents']:5d}: "
         f"load lag p99 {rec['load_loop_lag_p99_ms']:.0f} max {rec['load_loop_lag_max_ms']:.0f} "
-        f"ms, {rec['load_gc_pauses']} GC pauses (max {rec['load_gc_pause_max_ms']:.0f} ms)  "
+        f"ms (idle process p99 {rec['idle_timer_lag_p99_ms']:.0f} max "
+        f"{rec['idle_timer_lag_max_ms']:.0f} ms), {rec['load_gc_pauses']} GC pauses "
+        f"(max {rec['load_gc_pause_max_ms']:.0f} ms)  "
         f"heartbeats {rec['heartbeats_per_s']:7.1f}"
         f"/{rec['heartbeats_offered_per_s']:.0f} per s  p50 {p50 or float('nan'):7.1f} ms  "
         f"p99 {p99 or float('nan'):7.1f} ms  errors {rec['errors']}  "
