@@ -22,7 +22,7 @@ def Popen(cmd, *a, env=None, **k):
     if env is not None and "serve" in cmd:
         env = {
             **env,
-            "PYTHONPATH": "/tmp/fanin_probe:" + env["PYTHONPATH"],
+            "PYTHONPATH": str(Path(__file__).resolve().parent) + ":" + env["PYTHONPATH"],
             "FANIN_LAG_OUT": str(lagfile),
         }
     return _Popen(cmd, *a, env=env, **k)
