@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import multiprocessing
 import os
@@ -49,9 +50,12 @@ from pathlib import Path
 import grpc
 import psutil
 
+from arbiter.server import quiet_gc
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
+# when a dict: run_part (in this process) leaves its raw samples here
+PROBE: dict | None = None
 RESULTS = Path(__file__).resolve().parent / "results"
 ADMIN_TOKEN = "load-admin"
 ACK_TIMEOUT_S = 5.0  # a heartbeat unanswered this long is an error (the unary call's deadline)
@@ -81,6 +85,9 @@ class Stats:
         self.share_updates = 0
         self.ready = 0  # agents whose first heartbeat went through, subscribers subscribed
         self.in_flight = 0  # heartbeats sent and not yet answered (or failed)
+        self.lag: list[tuple[float, float]] = []  # (when, ms late): this process's loop lag
+        # (sent, round trip ms, app, seq) of every heartbeat
+        self.beats: list[tuple[float, float, str, int]] = []
 
     def error(self, kind: str, details: str | None) -> None:
         self.errors[kind] += 1
@@ -134,6 +141,14 @@ async def agent(
                     if sent is not None:
                         stats.in_flight -= 1
                         stats.record(HEARTBEAT[transport], time.perf_counter() - sent)
+                        stats.beats.append(
+                            (
+                                sent,
+                                (time.perf_counter() - sent) * 1e3,
+                                reg.app_id,
+                                msg.heartbeat_ack.seq,
+                            )
+                        )
                         if time.perf_counter() - sent > 0.05:
                             stats.slow.append(sent)
                         acked.set()
@@ -205,6 +220,7 @@ async def agent(
             try:
                 await stub.ReportProgress(report, metadata=md, timeout=ACK_TIMEOUT_S)
                 stats.record(HEARTBEAT[transport], time.perf_counter() - t)
+                stats.beats.append((t, (time.perf_counter() - t) * 1e3, reg.app_id, seq))
                 if time.perf_counter() - t > 0.05:
                     stats.slow.append(t)
             except grpc.RpcError as exc:
@@ -216,6 +232,16 @@ async def agent(
     await outbox.put(None)
     call.cancel()
     await asyncio.gather(read_task, return_exceptions=True)
+
+
+async def loop_lag(stats: Stats, stop: asyncio.Event, every: float = 0.005) -> None:
+    """Samples how late this process's event loop wakes a timer (``every`` seconds apart): the
+    load generator's own lag, which a heartbeat's round trip includes."""
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(every)
+        late = time.perf_counter() - t - every
+        stats.lag.append((t + every, late * 1e3))
 
 
 async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event) -> None:
@@ -255,6 +281,18 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
+_IDLE_PROBE = """
+import sys, time
+end = time.perf_counter() + float(sys.argv[1])
+lag = []
+while time.perf_counter() < end:
+    t = time.perf_counter()
+    time.sleep(0.005)
+    lag.append((time.perf_counter() - t - 0.005) * 1e3)
+print(*(f"{x:.3f}" for x in lag))
+"""
+
+
 def own_cpu_seconds() -> float:
     t = psutil.Process().cpu_times()
     return t.user + t.system
@@ -270,11 +308,14 @@ async def run_part(
     sync,
     main: bool,
     profile: str = "",
+    quiet: bool = True,
 ) -> dict:
     """One load process: agents ``ks`` and ``subscribers`` share subscribers. Every part ramps
     up, meets the others at ``sync`` (a barrier), warms up and measures for ``seconds``; the
     ``main`` part also reads the round counter and the arbiter's CPU time, and samples the
-    arbiter with py-spy into the file ``profile`` (when given) while measuring."""
+    arbiter with py-spy into the file ``profile`` (when given) while measuring. ``quiet``: keep
+    this process's cyclic GC from stalling its loop (``arbiter.server.quiet_gc``, as ``serve``
+    does for the arbiter, after the ramp-up); else Python's defaults."""
     stats = Stats()
     stop = asyncio.Event()
     channels = [
@@ -301,6 +342,20 @@ async def run_part(
         await asyncio.sleep(0.1)
     await asyncio.get_running_loop().run_in_executor(None, sync.wait, 240)
     ramp_s = time.perf_counter() - t_ramp
+    threshold = gc.get_threshold()
+    if quiet:  # the objects of the ramp-up out of every collection, and none while measuring
+        quiet_gc()
+        gc.disable()
+    gc_pauses: list[float] = []
+    gc_started = [0.0]
+
+    def gc_timer(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        else:
+            gc_pauses.append((time.perf_counter() - gc_started[0]) * 1e3)
+
+    gc.callbacks.append(gc_timer)
     # warm-up: a few seconds, and until the registration burst's backlog of heartbeats has
     # drained (at most 30 s more; what is left is measured)
     await asyncio.sleep(min(3.0, seconds / 3))
@@ -319,10 +374,19 @@ async def run_part(
              "--rate", "50", "--native", "--format", "raw", "--output", profile],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
+    # the machine's own scheduling delay while measuring: a process that does nothing but wake
+    # a 5 ms timer (what neither the arbiter nor the generator can do better than)
+    idle = (
+        subprocess.Popen([sys.executable, "-c", _IDLE_PROBE, str(seconds)], stdout=subprocess.PIPE)
+        if main
+        else None
+    )
     t0 = time.perf_counter()
     for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
     stats.slow.clear()
+    stats.beats.clear()
+    lag_task = asyncio.create_task(loop_lag(stats, stop))
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
     cpu1 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
@@ -330,8 +394,20 @@ async def run_part(
     delivered = len(stats.lat[beat_kind])
     if spy is not None:
         await asyncio.get_running_loop().run_in_executor(None, spy.wait, 120)
+    idle_lag = [0.0]
+    if idle is not None:
+        out, _ = await asyncio.get_running_loop().run_in_executor(None, idle.communicate)
+        idle_lag = [float(x) for x in out.split()]
     stop.set()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*tasks, lag_task, return_exceptions=True)
+    if PROBE is not None:  # raw samples for a caller that analyses them (one process only)
+        PROBE.update(beats=stats.beats, lag=stats.lag, offers=sorted(stats.offers.values()))
+    lags = [x for _, x in stats.lag]
+    gc.callbacks.remove(gc_timer)
+    if quiet:  # as it was (the next configuration may run in this process)
+        gc.enable()
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
     for ch in channels:
         await ch.close()
     return {
@@ -352,6 +428,9 @@ async def run_part(
         "server_cpu": cpu1[0][0] - cpu0[0][0],
         "auction_cpu": cpu1[0][1] - cpu0[0][1],
         "client_cpu": cpu1[1] - cpu0[1],
+        "load_lag": lags,
+        "idle_lag": idle_lag,
+        "load_gc_ms": gc_pauses,
         "rounds": r1 - r0,
         "share_updates": stats.share_updates,
         "main": main,
@@ -373,15 +452,17 @@ def run_load(
     server_pid: int,
     procs: int = 1,
     profile: str = "",
+    quiet: bool = True,
 ) -> dict:
     """Drive ``agents`` Agents (and a tenth as many share subscribers) over ``transport`` from
-    ``procs`` load processes; merge their measurements into one record."""
+    ``procs`` load processes (their GC quiet or not: :func:`run_part`); merge their
+    measurements into one record."""
     subs = max(1, agents // 10)
     procs = max(1, min(procs, agents))
     cut = [agents * p // procs for p in range(procs + 1)]
     parts = [
         (port, range(cut[p], cut[p + 1]), subs * (p + 1) // procs - subs * p // procs, seconds,
-         transport, server_pid, p == 0, profile)
+         transport, server_pid, p == 0, profile, quiet)
         for p in range(procs)
     ]  # fmt: skip
     if procs == 1:
@@ -425,6 +506,7 @@ def run_load(
         "agents": agents,
         "transport": transport,
         "load_processes": procs,
+        "generator_gc": "quiet" if quiet else "default",
         "seconds": round(elapsed, 1),
         "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
         "settle_s": round(max(r["settle_s"] for r in results), 1),  # the backlog's drain
@@ -441,6 +523,20 @@ def run_load(
             main_part["server_cpu"] * 1e3 / max(1, sum(r["delivered"] for r in results)), 3
         ),
         "client_cores": round(sum(r["client_cpu"] for r in results) / elapsed, 2),
+        # how late the load generator's own event loop woke a 5 ms timer while measuring: a
+        # heartbeat's round trip includes it (p99 near the heartbeat's: the generator's tail)
+        "load_loop_lag_p99_ms": round(pct([x for r in results for x in r["load_lag"]], 99), 2),
+        # how late an idle process woke a 5 ms timer meanwhile: the machine's scheduling delay
+        "idle_timer_lag_p99_ms": round(pct(main_part["idle_lag"], 99), 2),
+        "idle_timer_lag_max_ms": round(max(main_part["idle_lag"]), 2),
+        # the load generator's cyclic GC pauses while measuring (a stall of its loop)
+        "load_gc_pauses": sum(len(r["load_gc_ms"]) for r in results),
+        "load_gc_pause_max_ms": round(
+            max((x for r in results for x in r["load_gc_ms"]), default=0.0), 2
+        ),
+        "load_loop_lag_max_ms": round(
+            max((x for r in results for x in r["load_lag"]), default=float("nan")), 2
+        ),
         # heartbeat round trips: offered (one per Agent per second) and answered, per second
         "heartbeats_offered_per_s": float(agents),
         "heartbeats_per_s": round(sum(r["delivered"] for r in results) / elapsed, 1),
@@ -468,6 +564,7 @@ CONFIGS = {
     "previous/unary": ("previous", "unary"),
     "ours/unary": ("ours", "unary"),
     "ours/stream": ("ours", "stream"),
+    "previous/stream": ("previous", "stream"),  # a --previous-rev that has the stream heartbeat
 }
 
 
@@ -491,6 +588,7 @@ def serve_and_load(
     policy: str,
     procs: int,
     profile: str = "",
+    quiet: bool = True,
 ) -> dict:
     """Serve the arbiter of the tree ``root`` in its own process and drive it (``profile``: a
     py-spy raw file to sample it into while measuring)."""
@@ -523,8 +621,9 @@ def serve_and_load(
             try:
                 wait_serving(port, server)
                 return run_load(
-                    port, agents, seconds, transport, server.pid, procs=procs, profile=profile
-                )
+                    port, agents, seconds, transport, server.pid, procs=procs, profile=profile,
+                    quiet=quiet,
+                )  # fmt: skip
             finally:
                 server.terminate()
                 server.wait(timeout=30)
@@ -593,7 +692,12 @@ def profile_summary(raw: Path, top: int = 15) -> dict:
 def fmt(rec: dict) -> str:
     p50, p99 = rec["p50_ms"], rec["p99_ms"]
     return (
-        f"{rec['config']:15s} agents {rec['agents']:5d}: heartbeats {rec['heartbeats_per_s']:7.1f}"
+        f"{rec['config']:15s} gen-gc {rec['generator_gc']:7s} agents {rec['agents']:5d}: "
+        f"load lag p99 {rec['load_loop_lag_p99_ms']:.0f} max {rec['load_loop_lag_max_ms']:.0f} "
+        f"ms (idle process p99 {rec['idle_timer_lag_p99_ms']:.0f} max "
+        f"{rec['idle_timer_lag_max_ms']:.0f} ms), {rec['load_gc_pauses']} GC pauses "
+        f"(max {rec['load_gc_pause_max_ms']:.0f} ms)  "
+        f"heartbeats {rec['heartbeats_per_s']:7.1f}"
         f"/{rec['heartbeats_offered_per_s']:.0f} per s  p50 {p50 or float('nan'):7.1f} ms  "
         f"p99 {p99 or float('nan'):7.1f} ms  errors {rec['errors']}  "
         f"arbiter {rec['server_cores']:.2f} cores ({rec['server_cores_per_1000_agents']:.2f} per "
@@ -640,6 +744,13 @@ def main(argv: list[str] | None = None) -> int:
         "directory (<config>-<agents>.raw), and add the summary to each record (py-spy stops the "
         "arbiter to sample it: CPU and latency of a profiled run are not comparable)",
     )
+    parser.add_argument(
+        "--generator-gc",
+        choices=("quiet", "default", "both"),
+        default="quiet",
+        help="the load generator's cyclic GC: frozen after ramp-up (quiet, as serve does for "
+        "the arbiter), Python's defaults, or both in turn for each configuration",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -657,7 +768,11 @@ def main(argv: list[str] | None = None) -> int:
         if any(CONFIGS[c][0] == "previous" for c in configs):
             roots["previous"] = previous_tree(args.previous_rev, Path(tmp) / "previous")
         for n in counts:
-            for config in configs:
+            for config, gc_mode in [
+                (c, g) for c in configs
+                for g in (("quiet", "default") if args.generator_gc == "both"
+                          else (args.generator_gc,))
+            ]:  # fmt: skip
                 server, transport = CONFIGS[config]
                 raw = None
                 if args.profile is not None:
@@ -665,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
                     raw = args.profile / f"{config.replace('/', '-')}-{n}.raw"
                 rec = serve_and_load(
                     roots[server], n, args.seconds, transport, args.policy, args.load_processes,
-                    profile=str(raw or ""),
+                    profile=str(raw or ""), quiet=gc_mode == "quiet",
                 )  # fmt: skip
                 rec = {"config": config, "server": server, **rec}
                 if raw is not None and raw.is_file():
