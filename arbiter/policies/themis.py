@@ -39,6 +39,7 @@ Leftover seeds are ``crc32("<seed>:<round>")``, the same in both drivers.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -82,6 +83,7 @@ class Themis:
     filter_over: str = "all"
     payment_gap: float = PAYMENT_GAP
     time_budget: float | None = None
+    batch_s: float = 0.0  # simulator only: batch window of decisions (module docstring)
     two_phase: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -95,6 +97,8 @@ class Themis:
             raise ValueError(f"fairness_knob f must be in [0, 1], got {self.fairness_knob}")
         if not self.lease_s > 0:
             raise ValueError(f"lease_s must be positive, got {self.lease_s}")
+        if not (self.batch_s >= 0 and math.isfinite(self.batch_s)):
+            raise ValueError(f"batch_s must be >= 0 and finite, got {self.batch_s}")
         object.__setattr__(self, "rounding", Rounding(self.rounding))
 
     def decide(self, snapshot: Snapshot[ThemisState]) -> Decision[ThemisState]:

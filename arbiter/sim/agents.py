@@ -377,6 +377,10 @@ class SimulatedAgents:
     def round_s(self) -> float | None:
         return self.policy.round_s
 
+    @property
+    def batch_s(self) -> float:
+        return float(getattr(self.policy, "batch_s", 0.0))
+
     def decide(self, snapshot: Snapshot[AgentsState]) -> Decision[AgentsState]:
         now, cluster = snapshot.now, snapshot.cluster
         policy = self.policy
