@@ -41,7 +41,7 @@ from arbiter.auction import Bid
 from arbiter.cluster import Cluster
 from arbiter.placement import Placement, placement_of
 
-__all__ = ["RhoEstimator", "candidate_sets", "generate_bid", "partitions"]
+__all__ = ["RhoEstimator", "candidate_sets", "generate_bid", "partitions", "shape_of"]
 
 # Sizes up to this enumerate every split of the GPUs over machines; larger sizes take the
 # densest split per rack (partitions of n grow too fast: p(16) = 231, p(32) = 8349).
@@ -146,7 +146,7 @@ _SHAPES: dict[tuple[int, frozenset[str]], tuple[Cluster, Placement]] = {}
 _SHAPES_MAX = 200_000
 
 
-def _shape_of(cluster: Cluster, gpus: frozenset[str]) -> Placement:
+def shape_of(cluster: Cluster, gpus: frozenset[str]) -> Placement:
     """``placement_of`` memoised: the same candidate sets come back offer after offer."""
     key = (id(cluster), gpus)
     hit = _SHAPES.get(key)
@@ -231,7 +231,7 @@ def generate_bid(
     by_shape: dict[Placement, list[frozenset[str]]] = {}
     for sets in candidates.values():
         for s in sets:
-            by_shape.setdefault(_shape_of(cluster, held | s), []).append(s)
+            by_shape.setdefault(shape_of(cluster, held | s), []).append(s)
     priced: list[tuple[float, int, Placement]] = []
     for shape, sets in by_shape.items():
         value = rho(held | sets[0], shape)

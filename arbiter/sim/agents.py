@@ -55,7 +55,7 @@ from types import MappingProxyType
 from typing import Any
 
 from arbiter.auction import Bid
-from arbiter.bids import generate_bid
+from arbiter.bids import generate_bid, shape_of
 from arbiter.cluster import Cluster
 from arbiter.fairness import t_id_share
 from arbiter.placement import Placement, placement_of
@@ -239,7 +239,7 @@ class _App:
 
 def _runs_on(job: JobView, cluster: Cluster, gpus: Iterable[str]) -> bool:
     one = next(iter(gpus), None)
-    return one is not None and job.perf.rate(placement_of(cluster, [one])) > 0
+    return one is not None and job.perf.rate(shape_of(cluster, frozenset((one,)))) > 0
 
 
 def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
