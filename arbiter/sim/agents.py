@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -243,9 +243,11 @@ def _runs_on(job: JobView, cluster: Cluster, gpus: Iterable[str]) -> bool:
 
 
 def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
-                      apps: Mapping[str, _App]) -> ArbiterState:  # fmt: skip
+                      apps: Mapping[str, _App],
+                      only: Collection[str] | None = None) -> ArbiterState:  # fmt: skip
     """Agents release leases (live or reserved for later) too small to run any of their jobs,
-    and leftover GPUs of a type none of their jobs runs on."""
+    and leftover GPUs of a type none of their jobs runs on. ``only``: just these apps (the
+    others' leases have not changed since they were last checked, so neither has the verdict)."""
     live_by_app, committed = holdings_at(book, now)
     leftover_apps = {
         lease.app_id for lease in book.leases
@@ -253,6 +255,8 @@ def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
     }  # fmt: skip
     drop = set()
     for a, gpus in committed.items():
+        if only is not None and a not in only:
+            continue
         app = apps[a]
         if len(gpus) < app.min_gang:
             drop.add(a)
@@ -267,11 +271,16 @@ def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
 
 
 def _shed_unused(book: ArbiterState, cluster: Cluster, now: float,
-                 apps: Mapping[str, _App]) -> ArbiterState:  # fmt: skip
-    """Cut GPUs out of an app's live leases that none of its jobs can use (every job placed)."""
+                 apps: Mapping[str, _App],
+                 only: Collection[str] | None = None) -> ArbiterState:  # fmt: skip
+    """Cut GPUs out of an app's live leases that none of its jobs can use (every job placed).
+    ``only``: just these apps (shedding again what was shed, with the same jobs, cuts nothing:
+    the app's jobs then take exactly its GPUs)."""
     live, _ = holdings_at(book, now)
     unused: dict[str, frozenset[str]] = {}
     for a, gpus in live.items():
+        if only is not None and a not in only:
+            continue
         alloc = apps[a].assign(cluster, gpus)
         if len(alloc) == len(apps[a].jobs):
             unused[a] = gpus - frozenset().union(*alloc.values())
@@ -423,7 +432,10 @@ class SimulatedAgents:
                 book = replace(book, leases=book.leases + done.outcome.granted,
                                round=max(book.round, done.outcome.round),
                                last_bids=MappingProxyType(last))  # fmt: skip
-            book = _shed_unused(_release_unusable(book, cluster, now, apps), cluster, now, apps)
+                # Only the apps granted something can have something to release or shed.
+                got = {lease.app_id for lease in done.outcome.granted}
+                book = _release_unusable(book, cluster, now, apps, got)
+                book = _shed_unused(book, cluster, now, apps, got)
             if free_gpus(book, now) == offered:
                 break  # nothing stuck: another call now would change nothing
         final, _ = holdings_at(book, now)
