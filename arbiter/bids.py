@@ -159,6 +159,31 @@ def shape_of(cluster: Cluster, gpus: frozenset[str]) -> Placement:
     return shape
 
 
+_SPREAD: dict[tuple[int, frozenset[str], frozenset[str], int], tuple[Cluster, list]] = {}
+_SPREAD_MAX = 20_000
+
+
+def _spread_sets(racks: list[list[_MachineFree]], n: int, widest: int) -> list[frozenset[str]]:
+    """The candidate sets of ``n`` GPUs over several machines (module docstring, step 1). They
+    depend on the offer and the holding, not on the app (``candidate_sets`` memoises them:
+    every bidder holding nothing prices the same ones)."""
+    sets: list[frozenset[str]] = []
+    if n <= _PARTITION_LIMIT:
+        for parts in partitions(n, widest):
+            if len(parts) == 1:
+                continue  # the single-machine sets
+            found = [s for ms in racks if (s := _realise(ms, parts)) is not None]
+            if not found:  # only across racks: one set per starting rack
+                found = [s for ms in _rotations(racks) if (s := _realise(ms, parts))]
+            sets.extend(found)
+    else:
+        found = [s for ms in racks if (s := _greedy(ms, n)) is not None]
+        if not found:
+            found = [s for ms in _rotations(racks) if (s := _greedy(ms, n))]
+        sets.extend(found)
+    return sets
+
+
 def candidate_sets(
     cluster: Cluster,
     offered: frozenset[str],
@@ -185,19 +210,16 @@ def candidate_sets(
             if blocks:
                 b = 0 if m.held else (salt + k) % blocks
                 sets.append(frozenset(m.gpus[b * n : (b + 1) * n]))
-        if n <= _PARTITION_LIMIT:
-            for parts in partitions(n, widest):
-                if len(parts) == 1:
-                    continue  # the single-machine sets above
-                found = [s for ms in racks if (s := _realise(ms, parts)) is not None]
-                if not found:  # only across racks: one set per starting rack
-                    found = [s for ms in _rotations(racks) if (s := _realise(ms, parts))]
-                sets.extend(found)
+        key = (id(cluster), offered, held, n)
+        hit = _SPREAD.get(key)
+        if hit is not None and hit[0] is cluster:
+            sets.extend(hit[1])
         else:
-            found = [s for ms in racks if (s := _greedy(ms, n)) is not None]
-            if not found:
-                found = [s for ms in _rotations(racks) if (s := _greedy(ms, n))]
-            sets.extend(found)
+            spread = _spread_sets(racks, n, widest)
+            if len(_SPREAD) >= _SPREAD_MAX:
+                _SPREAD.clear()
+            _SPREAD[key] = (cluster, spread)
+            sets.extend(spread)
         if sets:
             out[n] = list(dict.fromkeys(sets))
     return out

@@ -226,14 +226,15 @@ def themis_full_budget(
     return row
 
 
-def batch_cost_day40(batch_s: float) -> list[dict]:
-    """Philly day 40 under themis, exact and with ``batch_s``: what batching changes (the
-    decisions, the time, and the summary metrics), one run after the other on the same jobs."""
+def batch_cost_day40(windows: list[float]) -> list[dict]:
+    """Philly day 40 under themis, exact and with each batch window in ``windows``: what
+    batching changes (the decisions, the time, and the summary metrics), one run after the
+    other on the same jobs."""
     cluster = load_cluster("nodes:64:8")
     jobs = load_jobs("philly/philly.csv", cluster=cluster, time_window=DAY)
     iso = isolated_run(jobs, cluster)
     rows = []
-    for b in (0.0, batch_s):
+    for b in (0.0, *windows):
         t0, c0 = time.perf_counter(), time.process_time()
         run = run_policy(jobs, cluster, "themis", isolated=iso, batch_s=b)
         sim_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
@@ -245,6 +246,13 @@ def batch_cost_day40(batch_s: float) -> list[dict]:
         print(f"  day 40 themis batch_s={b:g}: {sim_s:.1f} s ({cpu_s:.1f} s CPU), "
               f"{s['decisions']} decisions", file=sys.stderr)  # fmt: skip
     return rows
+
+
+def _batch_table(rows: list[dict]) -> str:
+    return format_table(["batch_s", "decisions", "cpu s", *_COMPARED], [
+        [f"{r['batch_s']:g}", str(r["decisions"]), f"{r['simulate_cpu_s']:.1f}",
+         *(f"{r[k]:.4g}" for k in _COMPARED)] for r in rows
+    ])  # fmt: skip
 
 
 _COMPARED = ("avg_jct_s", "p99_jct_s", "avg_queueing_s", "avg_rho", "p99_rho", "max_rho",
@@ -270,14 +278,21 @@ def full_only(args) -> int:
         s = row["summary"]
         print("  " + ", ".join(f"{k} {s[k]:.4g}" for k in _COMPARED))
     if args.batch_s and not args.quick:
-        doc["day40_exact_vs_batched"] = batch_cost_day40(args.batch_s)
-        print(format_table(["batch_s", "decisions", "cpu s", *_COMPARED], [
-            [f"{r['batch_s']:g}", str(r["decisions"]), f"{r['simulate_cpu_s']:.1f}",
-             *(f"{r[k]:.4g}" for k in _COMPARED)] for r in doc["day40_exact_vs_batched"]
-        ]))  # fmt: skip
+        doc["day40_exact_vs_batched"] = batch_cost_day40([args.batch_s])
+        print(_batch_table(doc["day40_exact_vs_batched"]))
         out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0
+
+
+def _windows(text: str) -> list[float]:
+    try:
+        out = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not S1,S2,... seconds") from None
+    if not out or any(not (x > 0) for x in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive windows in seconds")
+    return out
 
 
 def main(argv=None) -> int:
@@ -310,7 +325,20 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--progress-log", type=Path, default=None, metavar="PATH",
                     help="progress lines of the whole-Philly themis run")  # fmt: skip
+    ap.add_argument("--batch-compare", type=_windows, default=None, metavar="S1,S2",
+                    help="only Philly day 40 under themis, exact and with each batch window; "
+                         "writes philly_themis_batch_day40.json")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.batch_compare is not None:
+        rows = batch_cost_day40(args.batch_compare)
+        print(_batch_table(rows))
+        out = args.out or RESULTS / "philly_themis_batch_day40.json"
+        doc = {"machine": platform.platform(), "python": platform.python_version(),
+               "command": " ".join(sys.argv), "load_average_at_end": os.getloadavg(),
+               "rows": rows}  # fmt: skip
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
+        return 0
     if args.themis_full_only:
         return full_only(args)
 
