@@ -308,9 +308,9 @@ def run_round(
             left[lease.app_id] -= len(lease.gpus)
     by_recipient: dict[tuple[str, float], set[str]] = defaultdict(set)
 
-    def candidates() -> Sequence[str]:
+    def candidates() -> list[str]:
         if room is None:
-            return others or participants
+            return list(others or participants)
         return [a for a in others if left.get(a, 0) > 0] or [
             a for a in participants if left.get(a, 0) > 0
         ]
@@ -324,7 +324,11 @@ def run_round(
             if room is not None:
                 left[app_id] -= 1
                 if left[app_id] <= 0:
-                    pool = candidates()
+                    # What candidates() would give, without walking every app per GPU: the
+                    # same apps in the same order less this one (the others' room is as it was).
+                    pool.remove(app_id)
+                    if not pool:
+                        pool = candidates()
             by_recipient[(app_id, free_from[g])].add(g)
     for (app_id, start), got in sorted(by_recipient.items()):
         granted.append(Lease(app_id, frozenset(got), start, end, rnd, LeaseSource.LEFTOVER))

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import ClassVar
@@ -100,6 +100,15 @@ class Themis:
         if not (self.batch_s >= 0 and math.isfinite(self.batch_s)):
             raise ValueError(f"batch_s must be >= 0 and finite, got {self.batch_s}")
         object.__setattr__(self, "rounding", Rounding(self.rounding))
+
+    @staticmethod
+    def forget(state: ThemisState | None, keep: Collection[str]) -> ThemisState | None:
+        """``state`` without the bid rounds of apps not in ``keep`` (apps that are gone: a
+        driver calls this so the state does not grow with every app a long run has seen)."""
+        if state is None or all(a in keep for a in state.last_bid):
+            return state
+        kept = {a: r for a, r in state.last_bid.items() if a in keep}
+        return replace(state, last_bid=MappingProxyType(kept))
 
     def decide(self, snapshot: Snapshot[ThemisState]) -> Decision[ThemisState]:
         now = snapshot.now

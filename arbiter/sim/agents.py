@@ -343,6 +343,13 @@ def _apps(st: AgentsState, snapshot: Snapshot[AgentsState]) -> dict[str, _App]:
     return out
 
 
+def _only(bids: Mapping[str, Bid], apps: Mapping[str, _App]) -> Mapping[str, Bid]:
+    """The kept bid tables of the active apps only (unchanged if no other app has one)."""
+    if all(a in apps for a in bids):
+        return bids
+    return MappingProxyType({a: b for a, b in bids.items() if a in apps})
+
+
 class _Rho(Mapping[str, float]):
     """Each app's ρ_current for one call, computed when the policy reads it (Themis reads it
     only when GPUs are free and some app has room) and remembered in ``memo`` per (app,
@@ -397,9 +404,13 @@ class SimulatedAgents:
         st = _track_apps(st, snapshot)
         apps = _apps(st, snapshot)
         book, _ = expire_leases(st.book, now)
-        book = replace(book, leases=tuple(x for x in book.leases if x.app_id in apps))
+        book = replace(book, leases=tuple(x for x in book.leases if x.app_id in apps),
+                       last_bids=_only(book.last_bids, apps))  # fmt: skip
         book = _shed_unused(_release_unusable(book, cluster, now, apps), cluster, now, apps)
         inner = st.policy_state
+        forget = getattr(policy, "forget", None)
+        if forget is not None:  # an app that is gone is forgotten, as its record is
+            inner = forget(inner, apps)
         rule, lease_s = policy.rho_old, policy.lease_s
         demand = {a: app.demand for a, app in apps.items()}
         memo: dict[tuple[str, frozenset[str]], float] = {}
