@@ -24,8 +24,19 @@ stops it after S seconds of simulation and reports how far it got (simulated day
 jobs finished) and the CPU seconds per decision, the measured reason when it cannot finish in
 the target.
 
+**Batched themis** (opt-in; ``arbiter.sim.engine`` module docstring): ``--batch-s S`` runs the
+whole-Philly themis replay with Themis's batch window ``batch_s = S`` (every event within S
+seconds of the first is decided together, at the window's end; 0 = exact).
+``--themis-full-only`` runs only that replay (to the end, or ``--themis-full-budget``), with a
+progress line (simulated day, jobs arrived, active jobs, decisions, wall and CPU seconds, load
+average) every 30 s to ``--progress-log``, the load averages seen, the summary metrics of a
+finished run, then Philly day 40 exact beside the same window; it writes
+``results/philly_themis_full.json``. ``--batch-compare S1,S2`` replays only day 40, exact and
+with each window, and writes ``results/philly_themis_batch_day40.json``: what batching costs.
+
 Usage: ``python benchmarks/sim_speed.py [--quick] [--baseline REV|none] [--themis-full |
---themis-full-budget S] [--out PATH]``. ``--quick`` skips the full Philly rows.
+--themis-full-budget S] [--batch-s S] [--themis-full-only] [--progress-log PATH]
+[--batch-compare S1,S2] [--out PATH]``. ``--quick`` skips the full Philly rows.
 """
 
 from __future__ import annotations
@@ -73,6 +84,26 @@ print(json.dumps({"simulate_s": sim_s, "simulate_cpu_s": cpu_s, "jobs": len(jobs
                   "decisions": run.summary["decisions"], "avg_jct_s": run.summary["avg_jct_s"],
                   "digest": hashlib.sha256(repr(rows).encode()).hexdigest()}))
 """
+
+
+def _commit() -> str | None:
+    """The checked-out commit (``+dirty`` with local changes), for the record."""
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "arbiter"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return rev + ("+dirty" if dirty else "")  # fmt: skip
 
 
 def _digest(result) -> str:
@@ -265,7 +296,8 @@ def full_only(args) -> int:
     out = args.out or RESULTS / "philly_themis_full.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     doc: dict = {"machine": platform.platform(), "python": platform.python_version(),
-                 "cpus": os.cpu_count(), "command": " ".join(sys.argv)}  # fmt: skip
+                 "cpus": os.cpu_count(), "command": " ".join(sys.argv),
+                 "commit": _commit()}  # fmt: skip
     row = themis_full_budget(args.themis_full_budget, args.batch_s, args.progress_log)
     doc.update(load_average_at_end=os.getloadavg(), full=row)
     out.write_text(json.dumps(doc, indent=2) + "\n")
