@@ -253,7 +253,7 @@ def generate_bid(
     by_shape: dict[Placement, list[frozenset[str]]] = {}
     for sets in candidates.values():
         for s in sets:
-            by_shape.setdefault(shape_of(cluster, held | s), []).append(s)
+            by_shape.setdefault(shape_of(cluster, held | s if held else s), []).append(s)
     priced: list[tuple[float, int, Placement]] = []
     for shape, sets in by_shape.items():
         value = rho(held | sets[0], shape)
