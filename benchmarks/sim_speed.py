@@ -309,7 +309,7 @@ def full_only(args) -> int:
     if row["finished"]:
         s = row["summary"]
         print("  " + ", ".join(f"{k} {s[k]:.4g}" for k in _COMPARED))
-    if args.batch_s and not args.quick:
+    if args.batch_s and not args.quick and row["finished"]:
         doc["day40_exact_vs_batched"] = batch_cost_day40([args.batch_s])
         print(_batch_table(doc["day40_exact_vs_batched"]))
         out.write_text(json.dumps(doc, indent=2) + "\n")
