@@ -35,6 +35,12 @@ bidder is in the Cole-Gkatzelis-Goel market and pays its hidden payment
 (``tests/unit/test_themis_apps.py`` shows both).
 
 Leftover seeds are ``crc32("<seed>:<round>")``, the same in both drivers.
+
+``batch_s`` (simulator only; default 0, exact) is the simulator's batch window for Themis
+(:mod:`arbiter.sim.engine` module docstring): lease ends, arrivals and completions within
+``batch_s`` seconds of the first are decided together, the simulator's counterpart of the live
+arbiter's batch window. :meth:`Themis.forget` drops the bid rounds of apps that are gone (the
+simulator calls it every decision, so the state stays the size of the active apps).
 """
 
 from __future__ import annotations

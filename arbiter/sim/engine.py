@@ -8,6 +8,19 @@ ends). Between events every running job progresses at its placement's rate
 * in *round* mode: at every multiple of ``round_s`` while jobs are active, and at wake-ups. An
   arrival waits for the next round and GPUs freed mid-round idle until it (Gavel's rounds).
 
+**Batch window** (opt-in, event mode only; ``batch_s``, a policy's own ``batch_s`` such as
+Themis's, overridden by :func:`simulate`'s): the first event that asks for a decision (an
+arrival, a completion, a wake-up) opens a window of ``batch_s`` seconds, and every event within
+it is decided together by one call at its end, as the live arbiter offers the GPUs freed
+within its batch window together (:func:`arbiter.rounds.offer_due`). Completions, arrivals and
+progress stay exact in time; what waits is the decision: an arrival waits up to ``batch_s`` for
+its first GPUs, GPUs freed by a completion idle until the window closes, and a job whose lease
+ended keeps running on its GPUs until then (a lease overruns by at most ``batch_s``).
+Consecutive decisions are at least ``batch_s`` apart, so a replay makes at most
+``span / batch_s`` of them. ``batch_s = 0`` (the default) is the exact event mode, decision
+for decision. Why: a whole-Philly Themis replay makes a decision at nearly every lease end
+(README "Speed").
+
 The engine applies each decision and checks it as it goes (every GPU in the cluster and held
 once, no gang exceeded, only active jobs): a violation raises :class:`PolicyError`. A decision
 giving a job more than its gang is an error. Jobs run only with their whole gang, except under
