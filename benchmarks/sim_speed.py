@@ -257,12 +257,14 @@ def themis_full_budget(
     return row
 
 
-def batch_cost_day40(windows: list[float]) -> list[dict]:
-    """Philly day 40 under themis, exact and with each batch window in ``windows``: what
-    batching changes (the decisions, the time, and the summary metrics), one run after the
-    other on the same jobs."""
-    cluster = load_cluster("nodes:64:8")
-    jobs = load_jobs("philly/philly.csv", cluster=cluster, time_window=DAY)
+def batch_cost_day40(
+    windows: list[float], spec: str = "nodes:64:8", max_jobs: int | None = None
+) -> list[dict]:
+    """Philly day 40 (its first ``max_jobs`` jobs) on ``spec`` under themis, exact and with each
+    batch window in ``windows``: what batching changes (the decisions, the time, and the
+    summary metrics), one run after the other on the same jobs."""
+    cluster = load_cluster(spec)
+    jobs = load_jobs("philly/philly.csv", cluster=cluster, time_window=DAY, max_jobs=max_jobs)
     iso = isolated_run(jobs, cluster)
     rows = []
     for b in (0.0, *windows):
@@ -270,7 +272,7 @@ def batch_cost_day40(windows: list[float]) -> list[dict]:
         run = run_policy(jobs, cluster, "themis", isolated=iso, batch_s=b)
         sim_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
         s = run.summary
-        rows.append({"case": "philly day 40", "policy": "themis", "batch_s": b,
+        rows.append({"case": "philly day 40", "cluster": spec, "policy": "themis", "batch_s": b,
                      "jobs": len(jobs), "simulate_s": sim_s, "simulate_cpu_s": cpu_s,
                      "decisions": s["decisions"], "digest": _digest(run.result),
                      **{k: s[k] for k in _COMPARED}})  # fmt: skip
@@ -360,11 +362,23 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-compare", type=_windows, default=None, metavar="S1,S2",
                     help="only Philly day 40 under themis, exact and with each batch window; "
                          "writes philly_themis_batch_day40.json")  # fmt: skip
+    ap.add_argument(
+        "--batch-compare-cluster",
+        default="nodes:64:8",
+        metavar="SPEC",
+        help="cluster of --batch-compare (default nodes:64:8; a smaller one is contended)",
+    )
+    ap.add_argument("--batch-compare-max-jobs", type=int, default=None, metavar="N",
+                    help="only the first N jobs of day 40 for --batch-compare")  # fmt: skip
     args = ap.parse_args(argv)
     if args.batch_compare is not None:
-        rows = batch_cost_day40(args.batch_compare)
+        spec, n = args.batch_compare_cluster, args.batch_compare_max_jobs
+        rows = batch_cost_day40(args.batch_compare, spec, n)
         print(_batch_table(rows))
-        out = args.out or RESULTS / "philly_themis_batch_day40.json"
+        name = "philly_themis_batch_day40" + (
+            "" if (spec, n) == ("nodes:64:8", None) else f"_{spec.replace(':', '-')}_{n or 'all'}"
+        )
+        out = args.out or RESULTS / f"{name}.json"
         doc = {"machine": platform.platform(), "python": platform.python_version(),
                "command": " ".join(sys.argv), "load_average_at_end": os.getloadavg(),
                "rows": rows}  # fmt: skip
