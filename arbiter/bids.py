@@ -41,7 +41,7 @@ from arbiter.auction import Bid
 from arbiter.cluster import Cluster
 from arbiter.placement import Placement, placement_of
 
-__all__ = ["RhoEstimator", "candidate_sets", "generate_bid", "partitions"]
+__all__ = ["RhoEstimator", "candidate_sets", "generate_bid", "partitions", "shape_of"]
 
 # Sizes up to this enumerate every split of the GPUs over machines; larger sizes take the
 # densest split per rack (partitions of n grow too fast: p(16) = 231, p(32) = 8349).
@@ -146,7 +146,7 @@ _SHAPES: dict[tuple[int, frozenset[str]], tuple[Cluster, Placement]] = {}
 _SHAPES_MAX = 200_000
 
 
-def _shape_of(cluster: Cluster, gpus: frozenset[str]) -> Placement:
+def shape_of(cluster: Cluster, gpus: frozenset[str]) -> Placement:
     """``placement_of`` memoised: the same candidate sets come back offer after offer."""
     key = (id(cluster), gpus)
     hit = _SHAPES.get(key)
@@ -157,6 +157,31 @@ def _shape_of(cluster: Cluster, gpus: frozenset[str]) -> Placement:
     shape = placement_of(cluster, gpus)
     _SHAPES[key] = (cluster, shape)
     return shape
+
+
+_SPREAD: dict[tuple[int, frozenset[str], frozenset[str], int], tuple[Cluster, list]] = {}
+_SPREAD_MAX = 20_000
+
+
+def _spread_sets(racks: list[list[_MachineFree]], n: int, widest: int) -> list[frozenset[str]]:
+    """The candidate sets of ``n`` GPUs over several machines (module docstring, step 1). They
+    depend on the offer and the holding, not on the app (``candidate_sets`` memoises them:
+    every bidder holding nothing prices the same ones)."""
+    sets: list[frozenset[str]] = []
+    if n <= _PARTITION_LIMIT:
+        for parts in partitions(n, widest):
+            if len(parts) == 1:
+                continue  # the single-machine sets
+            found = [s for ms in racks if (s := _realise(ms, parts)) is not None]
+            if not found:  # only across racks: one set per starting rack
+                found = [s for ms in _rotations(racks) if (s := _realise(ms, parts))]
+            sets.extend(found)
+    else:
+        found = [s for ms in racks if (s := _greedy(ms, n)) is not None]
+        if not found:
+            found = [s for ms in _rotations(racks) if (s := _greedy(ms, n))]
+        sets.extend(found)
+    return sets
 
 
 def candidate_sets(
@@ -185,19 +210,16 @@ def candidate_sets(
             if blocks:
                 b = 0 if m.held else (salt + k) % blocks
                 sets.append(frozenset(m.gpus[b * n : (b + 1) * n]))
-        if n <= _PARTITION_LIMIT:
-            for parts in partitions(n, widest):
-                if len(parts) == 1:
-                    continue  # the single-machine sets above
-                found = [s for ms in racks if (s := _realise(ms, parts)) is not None]
-                if not found:  # only across racks: one set per starting rack
-                    found = [s for ms in _rotations(racks) if (s := _realise(ms, parts))]
-                sets.extend(found)
+        key = (id(cluster), offered, held, n)
+        hit = _SPREAD.get(key)
+        if hit is not None and hit[0] is cluster:
+            sets.extend(hit[1])
         else:
-            found = [s for ms in racks if (s := _greedy(ms, n)) is not None]
-            if not found:
-                found = [s for ms in _rotations(racks) if (s := _greedy(ms, n))]
-            sets.extend(found)
+            spread = _spread_sets(racks, n, widest)
+            if len(_SPREAD) >= _SPREAD_MAX:
+                _SPREAD.clear()
+            _SPREAD[key] = (cluster, spread)
+            sets.extend(spread)
         if sets:
             out[n] = list(dict.fromkeys(sets))
     return out
@@ -231,7 +253,7 @@ def generate_bid(
     by_shape: dict[Placement, list[frozenset[str]]] = {}
     for sets in candidates.values():
         for s in sets:
-            by_shape.setdefault(_shape_of(cluster, held | s), []).append(s)
+            by_shape.setdefault(shape_of(cluster, held | s if held else s), []).append(s)
     priced: list[tuple[float, int, Placement]] = []
     for shape, sets in by_shape.items():
         value = rho(held | sets[0], shape)

@@ -35,14 +35,14 @@ so every ρ estimator in this package is a function of the shape alone; the bid 
 from __future__ import annotations
 
 import csv
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import Protocol
 
-from arbiter.cluster import Cluster
+from arbiter.cluster import GPU, Cluster
 
 __all__ = [
     "IterTimePredictor",
@@ -106,18 +106,30 @@ EMPTY = Placement(())
 
 def placement_of(cluster: Cluster, gpu_ids: Iterable[str]) -> Placement:
     """The shape of ``gpu_ids`` in ``cluster`` (raises KeyError for an unknown GPU)."""
-    slots: Counter[str] = Counter()
-    machine_of: dict[str, tuple[str, str, str]] = {}
+    gpu = cluster.gpu
+    slots: dict[str, int] = {}  # slot -> GPUs of the set in it, in order of first sight
+    where: dict[str, GPU] = {}  # slot -> a GPU of it (its rack, machine, type)
     for gid in gpu_ids:
-        g = cluster.gpu(gid)
-        slots[g.slot] += 1
-        machine_of[g.slot] = (g.rack, g.machine, g.gpu_type)
-    racks: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        g = gpu(gid)
+        n = slots.get(g.slot)
+        if n is None:
+            slots[g.slot] = 1
+            where[g.slot] = g
+        else:
+            slots[g.slot] = n + 1
+    racks: dict[str, dict[str, list[int]]] = {}
     types: dict[str, str] = {}
     for slot, n in slots.items():
-        rack, machine, gtype = machine_of[slot]
-        racks[rack][machine].append(n)
-        types[machine] = gtype
+        g = where[slot]
+        machines = racks.get(g.rack)
+        if machines is None:
+            machines = racks[g.rack] = {}
+        counts = machines.get(g.machine)
+        if counts is None:
+            machines[g.machine] = [n]
+            types[g.machine] = g.gpu_type
+        else:
+            counts.append(n)
     shape = tuple(
         sorted(
             tuple(sorted((types[m], tuple(sorted(c, reverse=True))) for m, c in ms.items()))

@@ -131,19 +131,30 @@ class RoundOutcome:
     granted: tuple[Lease, ...]
 
 
-def check_invariants(state: ArbiterState) -> None:
-    """Raise :class:`InvariantViolation` if a GPU is in two overlapping leases or is unknown."""
+def check_invariants(state: ArbiterState, added: Sequence[Lease] | None = None) -> None:
+    """Raise :class:`InvariantViolation` if a GPU is in two overlapping leases or is unknown.
+
+    ``added``: only these leases (already in ``state``) and the leases sharing a GPU with them
+    are checked, for a caller that knows the rest of the book was valid (:func:`run_round`
+    checks what it grants this way: the same verdict on a valid book, without walking every
+    GPU of every lease each round)."""
     by_gpu: dict[str, list[Lease]] = defaultdict(list)
-    for lease in state.leases:
+    if added is None:
+        leases: Iterable[Lease] = state.leases
+        touched: frozenset[str] | None = None
+    else:
+        touched = frozenset().union(*(lease.gpus for lease in added))
+        leases = (lease for lease in state.leases if not lease.gpus.isdisjoint(touched))
+    for lease in leases:
         if not lease.start < lease.end:
             raise InvariantViolation(f"lease of {lease.app_id!r} has start >= end: {lease}")
-        for g in lease.gpus:
+        for g in lease.gpus if touched is None else lease.gpus & touched:
             if g not in state.gpus:
                 raise InvariantViolation(f"lease of {lease.app_id!r} names unknown GPU {g!r}")
             by_gpu[g].append(lease)
-    for g, leases in by_gpu.items():
-        leases.sort(key=lambda x: x.start)
-        for a, b in itertools.pairwise(leases):
+    for g, on_g in by_gpu.items():
+        on_g.sort(key=lambda x: x.start)
+        for a, b in itertools.pairwise(on_g):
             if a.overlaps(b):
                 raise InvariantViolation(
                     f"GPU {g!r} is in two live leases: {a.app_id!r} [{a.start}, {a.end}) and "
@@ -297,9 +308,9 @@ def run_round(
             left[lease.app_id] -= len(lease.gpus)
     by_recipient: dict[tuple[str, float], set[str]] = defaultdict(set)
 
-    def candidates() -> Sequence[str]:
+    def candidates() -> list[str]:
         if room is None:
-            return others or participants
+            return list(others or participants)
         return [a for a in others if left.get(a, 0) > 0] or [
             a for a in participants if left.get(a, 0) > 0
         ]
@@ -313,7 +324,11 @@ def run_round(
             if room is not None:
                 left[app_id] -= 1
                 if left[app_id] <= 0:
-                    pool = candidates()
+                    # What candidates() would give, without walking every app per GPU: the
+                    # same apps in the same order less this one (the others' room is as it was).
+                    pool.remove(app_id)
+                    if not pool:
+                        pool = candidates()
             by_recipient[(app_id, free_from[g])].add(g)
     for (app_id, start), got in sorted(by_recipient.items()):
         granted.append(Lease(app_id, frozenset(got), start, end, rnd, LeaseSource.LEFTOVER))
@@ -326,5 +341,5 @@ def run_round(
         round=rnd,
         last_bids=MappingProxyType(last_bids),
     )
-    check_invariants(new)
+    check_invariants(new, added=granted)  # what it grants (the book is the caller's)
     return new, RoundOutcome(rnd, offered, participants, result, tuple(granted))

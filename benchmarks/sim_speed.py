@@ -24,13 +24,25 @@ stops it after S seconds of simulation and reports how far it got (simulated day
 jobs finished) and the CPU seconds per decision, the measured reason when it cannot finish in
 the target.
 
+**Batched themis** (opt-in; ``arbiter.sim.engine`` module docstring): ``--batch-s S`` runs the
+whole-Philly themis replay with Themis's batch window ``batch_s = S`` (every event within S
+seconds of the first is decided together, at the window's end; 0 = exact).
+``--themis-full-only`` runs only that replay (to the end, or ``--themis-full-budget``), with a
+progress line (simulated day, jobs arrived, active jobs, decisions, wall and CPU seconds, load
+average) every 30 s to ``--progress-log``, the load averages seen, the summary metrics of a
+finished run, then Philly day 40 exact beside the same window; it writes
+``results/philly_themis_full.json``. ``--batch-compare S1,S2`` replays only day 40, exact and
+with each window, and writes ``results/philly_themis_batch_day40.json``: what batching costs.
+
 Usage: ``python benchmarks/sim_speed.py [--quick] [--baseline REV|none] [--themis-full |
---themis-full-budget S] [--out PATH]``. ``--quick`` skips the full Philly rows.
+--themis-full-budget S] [--batch-s S] [--themis-full-only] [--progress-log PATH]
+[--batch-compare S1,S2] [--out PATH]``. ``--quick`` skips the full Philly rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -44,7 +56,8 @@ from pathlib import Path
 from arbiter.cluster import load_cluster
 from arbiter.policies import make_policy
 from arbiter.sim.engine import isolated_run, simulate
-from arbiter.sim.run import load_jobs, run_policy
+from arbiter.sim.metrics import attach_isolated, summarize
+from arbiter.sim.run import app_denominator, load_jobs, run_policy
 from arbiter.tables import format_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -58,7 +71,8 @@ _BASELINE_SCRIPT = """
 import hashlib, json, sys, time
 from arbiter.cluster import load_cluster
 from arbiter.sim.engine import isolated_run
-from arbiter.sim.run import load_jobs, run_policy
+from arbiter.sim.metrics import attach_isolated, summarize
+from arbiter.sim.run import app_denominator, load_jobs, run_policy
 cluster = load_cluster("nodes:64:8")
 jobs = load_jobs("philly/philly.csv", cluster=cluster, time_window=(40 * 86400.0, 41 * 86400.0))
 iso = isolated_run(jobs, cluster)
@@ -70,6 +84,26 @@ print(json.dumps({"simulate_s": sim_s, "simulate_cpu_s": cpu_s, "jobs": len(jobs
                   "decisions": run.summary["decisions"], "avg_jct_s": run.summary["avg_jct_s"],
                   "digest": hashlib.sha256(repr(rows).encode()).hexdigest()}))
 """
+
+
+def _commit() -> str | None:
+    """The checked-out commit (``+dirty`` with local changes), for the record."""
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "arbiter"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return rev + ("+dirty" if dirty else "")  # fmt: skip
 
 
 def _digest(result) -> str:
@@ -132,33 +166,63 @@ class _Budget(Exception):
     pass
 
 
-def themis_full_budget(budget_s: float) -> dict:
-    """Whole Philly under themis, stopped after ``budget_s`` seconds of simulation: how far it
-    got (module docstring)."""
+def themis_full_budget(
+    budget_s: float | None, batch_s: float = 0.0, log: Path | None = None
+) -> dict:
+    """Whole Philly under themis, to the end or stopped after ``budget_s`` seconds of
+    simulation: how far it got (module docstring). ``batch_s`` is Themis's batch window (0 =
+    exact). Every 30 s of wall time a progress line (simulated day, jobs arrived and finished,
+    decisions, wall and CPU seconds, load average) goes to ``log`` (and stderr); the load
+    averages seen are summarised in the row. A finished run also gets the summary metrics."""
     cluster = load_cluster("nodes:64:8")
     t0 = time.perf_counter()
     jobs = load_jobs("philly/philly.csv", cluster=cluster)
     load_s = time.perf_counter() - t0
+    policy = make_policy("themis", seed=0, batch_s=batch_s)
     seen = {"decisions": 0, "now": 0.0, "active": 0}
+    loads: list[float] = []
+    arrivals = sorted(j.arrival_s for j in jobs)
+    fh = open(log, "w") if log is not None else None  # noqa: SIM115 - closed below
     t0, c0 = time.perf_counter(), time.process_time()
+    next_report = t0
+
+    def report(now: float, wall: float) -> None:
+        import bisect
+
+        load1 = os.getloadavg()[0]
+        loads.append(load1)
+        line = (f"wall {wall - t0:7.0f} s  cpu {time.process_time() - c0:7.0f} s  "
+                f"day {now / 86400.0:6.2f}  arrived {bisect.bisect_right(arrivals, now):6d}  "
+                f"active {seen['active']:5d}  decisions {seen['decisions']:8d}  "
+                f"load {load1:.2f}")  # fmt: skip
+        print(line, file=sys.stderr, flush=True)
+        if fh is not None:
+            fh.write(line + "\n")
+            fh.flush()
 
     def watch(snapshot, _decision) -> None:
+        nonlocal next_report
         seen.update(decisions=seen["decisions"] + 1, now=snapshot.now, active=len(snapshot.jobs))
-        if time.perf_counter() - t0 > budget_s:
-            raise _Budget
+        if seen["decisions"] % 64 == 0:
+            wall = time.perf_counter()
+            if wall >= next_report:
+                report(snapshot.now, wall)
+                next_report = wall + 30.0
+            if budget_s is not None and wall - t0 > budget_s:
+                raise _Budget
 
-    finished = None
-    try:
-        simulate(jobs, cluster, make_policy("themis", seed=0), on_decision=watch)
-        finished = True
-    except _Budget:
-        finished = False
+    result = None
+    with contextlib.suppress(_Budget):
+        result = simulate(jobs, cluster, policy, on_decision=watch)
     sim_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    arrived = sum(j.arrival_s <= seen["now"] for j in jobs)
-    return {
-        "case": "philly full (82,247 jobs), time budget",
+    report(seen["now"], time.perf_counter())
+    if fh is not None:
+        fh.close()
+    row = {
+        "case": "philly full (82,247 jobs)" + ("" if budget_s is None else ", time budget"),
         "policy": "themis",
-        "code": "current",
+        "code": "current" if not batch_s else f"current, batch_s={batch_s:g}",
+        "batch_s": batch_s,
         "jobs": len(jobs),
         "cluster": "nodes:64:8",
         "load_s": load_s,
@@ -166,15 +230,103 @@ def themis_full_budget(budget_s: float) -> dict:
         "simulate_s": sim_s,
         "simulate_cpu_s": cpu_s,
         "decisions": seen["decisions"],
-        "finished": finished,
+        "finished": result is not None,
         "reached_day": seen["now"] / 86400.0,
         "last_day": max(j.arrival_s for j in jobs) / 86400.0,
-        "jobs_arrived": arrived,
+        "jobs_arrived": sum(j.arrival_s <= seen["now"] for j in jobs),
         "active_at_stop": seen["active"],
         "cpu_ms_per_decision": 1e3 * cpu_s / max(1, seen["decisions"]),
+        "load_average_during": {
+            "min": min(loads),
+            "mean": sum(loads) / len(loads),
+            "max": max(loads),
+            "samples": len(loads),
+        },
         "target_s": 600.0,
-        "met": finished and sim_s + load_s <= 600.0,
+        "met": result is not None and sim_s + load_s <= 600.0,
     }
+    if result is not None:
+        t1 = time.perf_counter()
+        iso = isolated_run(jobs, cluster)
+        row["isolated_s"] = time.perf_counter() - t1
+        attach_isolated(result, iso, app_denominator(jobs, cluster, iso))
+        summary = summarize(result)
+        row["avg_jct_s"] = summary["avg_jct_s"]
+        row["digest"] = _digest(result)
+        row["summary"] = summary
+    return row
+
+
+def batch_cost_day40(
+    windows: list[float], spec: str = "nodes:64:8", max_jobs: int | None = None
+) -> list[dict]:
+    """Philly day 40 (its first ``max_jobs`` jobs) on ``spec`` under themis, exact and with each
+    batch window in ``windows``: what batching changes (the decisions, the time, and the
+    summary metrics), one run after the other on the same jobs."""
+    cluster = load_cluster(spec)
+    jobs = load_jobs("philly/philly.csv", cluster=cluster, time_window=DAY, max_jobs=max_jobs)
+    iso = isolated_run(jobs, cluster)
+    rows = []
+    for b in (0.0, *windows):
+        t0, c0 = time.perf_counter(), time.process_time()
+        run = run_policy(jobs, cluster, "themis", isolated=iso, batch_s=b)
+        sim_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        s = run.summary
+        rows.append({"case": "philly day 40", "cluster": spec, "policy": "themis", "batch_s": b,
+                     "jobs": len(jobs), "simulate_s": sim_s, "simulate_cpu_s": cpu_s,
+                     "decisions": s["decisions"], "digest": _digest(run.result),
+                     **{k: s[k] for k in _COMPARED}})  # fmt: skip
+        print(f"  day 40 themis batch_s={b:g}: {sim_s:.1f} s ({cpu_s:.1f} s CPU), "
+              f"{s['decisions']} decisions", file=sys.stderr)  # fmt: skip
+    return rows
+
+
+def _batch_table(rows: list[dict]) -> str:
+    return format_table(["batch_s", "decisions", "cpu s", *_COMPARED], [
+        [f"{r['batch_s']:g}", str(r["decisions"]), f"{r['simulate_cpu_s']:.1f}",
+         *(f"{r[k]:.4g}" for k in _COMPARED)] for r in rows
+    ])  # fmt: skip
+
+
+_COMPARED = ("avg_jct_s", "p99_jct_s", "avg_queueing_s", "avg_rho", "p99_rho", "max_rho",
+             "utilization", "placement_score", "preemptions", "makespan_s")  # fmt: skip
+
+
+def full_only(args) -> int:
+    """``--themis-full-only``: the whole-Philly themis row, then day 40 exact vs batched;
+    written to ``philly_themis_full.json`` after each step."""
+    out = args.out or RESULTS / "philly_themis_full.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc: dict = {"machine": platform.platform(), "python": platform.python_version(),
+                 "cpus": os.cpu_count(), "command": " ".join(sys.argv),
+                 "commit": _commit()}  # fmt: skip
+    row = themis_full_budget(args.themis_full_budget, args.batch_s, args.progress_log)
+    doc.update(load_average_at_end=os.getloadavg(), full=row)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"themis, all of Philly (batch_s={args.batch_s:g}): "
+          f"{'finished' if row['finished'] else 'stopped'} after {row['simulate_s']:.0f} s "
+          f"({row['simulate_cpu_s']:.0f} s CPU) at day {row['reached_day']:.1f}, "
+          f"{row['decisions']} decisions; load average "
+          f"{row['load_average_during']['mean']:.2f}")  # fmt: skip
+    if row["finished"]:
+        s = row["summary"]
+        print("  " + ", ".join(f"{k} {s[k]:.4g}" for k in _COMPARED))
+    if args.batch_s and not args.quick and row["finished"]:
+        doc["day40_exact_vs_batched"] = batch_cost_day40([args.batch_s])
+        print(_batch_table(doc["day40_exact_vs_batched"]))
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _windows(text: str) -> list[float]:
+    try:
+        out = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not S1,S2,... seconds") from None
+    if not out or any(not (x > 0) for x in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive windows in seconds")
+    return out
 
 
 def main(argv=None) -> int:
@@ -192,7 +344,49 @@ def main(argv=None) -> int:
                     help=f"git revision for the day-40 themis before/after (default {BASELINE_REV}"
                          "; 'none' skips it)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=None, help="JSON path")
+    ap.add_argument(
+        "--batch-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="Themis batch window for the whole-Philly themis run (0 = exact)",
+    )
+    ap.add_argument(
+        "--themis-full-only",
+        action="store_true",
+        help="only whole-Philly themis (to the end, or --themis-full-budget), then "
+        "day 40 exact vs --batch-s; writes philly_themis_full.json",
+    )
+    ap.add_argument("--progress-log", type=Path, default=None, metavar="PATH",
+                    help="progress lines of the whole-Philly themis run")  # fmt: skip
+    ap.add_argument("--batch-compare", type=_windows, default=None, metavar="S1,S2",
+                    help="only Philly day 40 under themis, exact and with each batch window; "
+                         "writes philly_themis_batch_day40.json")  # fmt: skip
+    ap.add_argument(
+        "--batch-compare-cluster",
+        default="nodes:64:8",
+        metavar="SPEC",
+        help="cluster of --batch-compare (default nodes:64:8; a smaller one is contended)",
+    )
+    ap.add_argument("--batch-compare-max-jobs", type=int, default=None, metavar="N",
+                    help="only the first N jobs of day 40 for --batch-compare")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.batch_compare is not None:
+        spec, n = args.batch_compare_cluster, args.batch_compare_max_jobs
+        rows = batch_cost_day40(args.batch_compare, spec, n)
+        print(_batch_table(rows))
+        name = "philly_themis_batch_day40" + (
+            "" if (spec, n) == ("nodes:64:8", None) else f"_{spec.replace(':', '-')}_{n or 'all'}"
+        )
+        out = args.out or RESULTS / f"{name}.json"
+        doc = {"machine": platform.platform(), "python": platform.python_version(),
+               "command": " ".join(sys.argv), "load_average_at_end": os.getloadavg(),
+               "rows": rows}  # fmt: skip
+        out.write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
+        return 0
+    if args.themis_full_only:
+        return full_only(args)
 
     rows = case(
         "pollux workload-6 (160 jobs)",
@@ -246,7 +440,7 @@ def main(argv=None) -> int:
             600.0,
         )
     if args.themis_full_budget is not None and not args.themis_full:
-        rows.append(themis_full_budget(args.themis_full_budget))
+        rows.append(themis_full_budget(args.themis_full_budget, args.batch_s, args.progress_log))
     table = format_table(
         ["case", "policy", "code", "jobs", "decisions", "load s", "isolated s", "simulate s",
          "cpu s", "target"],

@@ -35,12 +35,19 @@ bidder is in the Cole-Gkatzelis-Goel market and pays its hidden payment
 (``tests/unit/test_themis_apps.py`` shows both).
 
 Leftover seeds are ``crc32("<seed>:<round>")``, the same in both drivers.
+
+``batch_s`` (simulator only; default 0, exact) is the simulator's batch window for Themis
+(:mod:`arbiter.sim.engine` module docstring): lease ends, arrivals and completions within
+``batch_s`` seconds of the first are decided together, the simulator's counterpart of the live
+arbiter's batch window. :meth:`Themis.forget` drops the bid rounds of apps that are gone (the
+simulator calls it every decision, so the state stays the size of the active apps).
 """
 
 from __future__ import annotations
 
+import math
 import zlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import ClassVar
@@ -82,6 +89,7 @@ class Themis:
     filter_over: str = "all"
     payment_gap: float = PAYMENT_GAP
     time_budget: float | None = None
+    batch_s: float = 0.0  # simulator only: batch window of decisions (module docstring)
     two_phase: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -95,7 +103,18 @@ class Themis:
             raise ValueError(f"fairness_knob f must be in [0, 1], got {self.fairness_knob}")
         if not self.lease_s > 0:
             raise ValueError(f"lease_s must be positive, got {self.lease_s}")
+        if not (self.batch_s >= 0 and math.isfinite(self.batch_s)):
+            raise ValueError(f"batch_s must be >= 0 and finite, got {self.batch_s}")
         object.__setattr__(self, "rounding", Rounding(self.rounding))
+
+    @staticmethod
+    def forget(state: ThemisState | None, keep: Collection[str]) -> ThemisState | None:
+        """``state`` without the bid rounds of apps not in ``keep`` (apps that are gone: a
+        driver calls this so the state does not grow with every app a long run has seen)."""
+        if state is None or all(a in keep for a in state.last_bid):
+            return state
+        kept = {a: r for a, r in state.last_bid.items() if a in keep}
+        return replace(state, last_bid=MappingProxyType(kept))
 
     def decide(self, snapshot: Snapshot[ThemisState]) -> Decision[ThemisState]:
         now = snapshot.now

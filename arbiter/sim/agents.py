@@ -49,13 +49,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
 from arbiter.auction import Bid
-from arbiter.bids import generate_bid
+from arbiter.bids import generate_bid, shape_of
 from arbiter.cluster import Cluster
 from arbiter.fairness import t_id_share
 from arbiter.placement import Placement, placement_of
@@ -239,13 +239,15 @@ class _App:
 
 def _runs_on(job: JobView, cluster: Cluster, gpus: Iterable[str]) -> bool:
     one = next(iter(gpus), None)
-    return one is not None and job.perf.rate(placement_of(cluster, [one])) > 0
+    return one is not None and job.perf.rate(shape_of(cluster, frozenset((one,)))) > 0
 
 
 def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
-                      apps: Mapping[str, _App]) -> ArbiterState:  # fmt: skip
+                      apps: Mapping[str, _App],
+                      only: Collection[str] | None = None) -> ArbiterState:  # fmt: skip
     """Agents release leases (live or reserved for later) too small to run any of their jobs,
-    and leftover GPUs of a type none of their jobs runs on."""
+    and leftover GPUs of a type none of their jobs runs on. ``only``: just these apps (the
+    others' leases have not changed since they were last checked, so neither has the verdict)."""
     live_by_app, committed = holdings_at(book, now)
     leftover_apps = {
         lease.app_id for lease in book.leases
@@ -253,6 +255,8 @@ def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
     }  # fmt: skip
     drop = set()
     for a, gpus in committed.items():
+        if only is not None and a not in only:
+            continue
         app = apps[a]
         if len(gpus) < app.min_gang:
             drop.add(a)
@@ -267,11 +271,16 @@ def _release_unusable(book: ArbiterState, cluster: Cluster, now: float,
 
 
 def _shed_unused(book: ArbiterState, cluster: Cluster, now: float,
-                 apps: Mapping[str, _App]) -> ArbiterState:  # fmt: skip
-    """Cut GPUs out of an app's live leases that none of its jobs can use (every job placed)."""
+                 apps: Mapping[str, _App],
+                 only: Collection[str] | None = None) -> ArbiterState:  # fmt: skip
+    """Cut GPUs out of an app's live leases that none of its jobs can use (every job placed).
+    ``only``: just these apps (shedding again what was shed, with the same jobs, cuts nothing:
+    the app's jobs then take exactly its GPUs)."""
     live, _ = holdings_at(book, now)
     unused: dict[str, frozenset[str]] = {}
     for a, gpus in live.items():
+        if only is not None and a not in only:
+            continue
         alloc = apps[a].assign(cluster, gpus)
         if len(alloc) == len(apps[a].jobs):
             unused[a] = gpus - frozenset().union(*alloc.values())
@@ -334,6 +343,13 @@ def _apps(st: AgentsState, snapshot: Snapshot[AgentsState]) -> dict[str, _App]:
     return out
 
 
+def _only(bids: Mapping[str, Bid], apps: Mapping[str, _App]) -> Mapping[str, Bid]:
+    """The kept bid tables of the active apps only (unchanged if no other app has one)."""
+    if all(a in apps for a in bids):
+        return bids
+    return MappingProxyType({a: b for a, b in bids.items() if a in apps})
+
+
 class _Rho(Mapping[str, float]):
     """Each app's ρ_current for one call, computed when the policy reads it (Themis reads it
     only when GPUs are free and some app has room) and remembered in ``memo`` per (app,
@@ -377,6 +393,10 @@ class SimulatedAgents:
     def round_s(self) -> float | None:
         return self.policy.round_s
 
+    @property
+    def batch_s(self) -> float:
+        return float(getattr(self.policy, "batch_s", 0.0))
+
     def decide(self, snapshot: Snapshot[AgentsState]) -> Decision[AgentsState]:
         now, cluster = snapshot.now, snapshot.cluster
         policy = self.policy
@@ -384,9 +404,13 @@ class SimulatedAgents:
         st = _track_apps(st, snapshot)
         apps = _apps(st, snapshot)
         book, _ = expire_leases(st.book, now)
-        book = replace(book, leases=tuple(x for x in book.leases if x.app_id in apps))
+        book = replace(book, leases=tuple(x for x in book.leases if x.app_id in apps),
+                       last_bids=_only(book.last_bids, apps))  # fmt: skip
         book = _shed_unused(_release_unusable(book, cluster, now, apps), cluster, now, apps)
         inner = st.policy_state
+        forget = getattr(policy, "forget", None)
+        if forget is not None:  # an app that is gone is forgotten, as its record is
+            inner = forget(inner, apps)
         rule, lease_s = policy.rho_old, policy.lease_s
         demand = {a: app.demand for a, app in apps.items()}
         memo: dict[tuple[str, frozenset[str]], float] = {}
@@ -419,7 +443,10 @@ class SimulatedAgents:
                 book = replace(book, leases=book.leases + done.outcome.granted,
                                round=max(book.round, done.outcome.round),
                                last_bids=MappingProxyType(last))  # fmt: skip
-            book = _shed_unused(_release_unusable(book, cluster, now, apps), cluster, now, apps)
+                # Only the apps granted something can have something to release or shed.
+                got = {lease.app_id for lease in done.outcome.granted}
+                book = _release_unusable(book, cluster, now, apps, got)
+                book = _shed_unused(book, cluster, now, apps, got)
             if free_gpus(book, now) == offered:
                 break  # nothing stuck: another call now would change nothing
         final, _ = holdings_at(book, now)

@@ -8,6 +8,19 @@ ends). Between events every running job progresses at its placement's rate
 * in *round* mode: at every multiple of ``round_s`` while jobs are active, and at wake-ups. An
   arrival waits for the next round and GPUs freed mid-round idle until it (Gavel's rounds).
 
+**Batch window** (opt-in, event mode only; ``batch_s``, a policy's own ``batch_s`` such as
+Themis's, overridden by :func:`simulate`'s): the first event that asks for a decision (an
+arrival, a completion, a wake-up) opens a window of ``batch_s`` seconds, and every event within
+it is decided together by one call at its end, as the live arbiter offers the GPUs freed
+within its batch window together (:func:`arbiter.rounds.offer_due`). Completions, arrivals and
+progress stay exact in time; what waits is the decision: an arrival waits up to ``batch_s`` for
+its first GPUs, GPUs freed by a completion idle until the window closes, and a job whose lease
+ended keeps running on its GPUs until then (a lease overruns by at most ``batch_s``).
+Consecutive decisions are at least ``batch_s`` apart, so a replay makes at most
+``span / batch_s`` of them. ``batch_s = 0`` (the default) is the exact event mode, decision
+for decision. Why: a whole-Philly Themis replay makes a decision at nearly every lease end
+(README "Speed").
+
 The engine applies each decision and checks it as it goes (every GPU in the cluster and held
 once, no gang exceeded, only active jobs): a violation raises :class:`PolicyError`. A decision
 giving a job more than its gang is an error. Jobs run only with their whole gang, except under
@@ -219,13 +232,15 @@ def simulate(
     policy: Policy[Any],
     *,
     round_s: float | None = None,
+    batch_s: float | None = None,
     progress: bool = False,
     on_decision: Callable[[Snapshot[Any], Decision[Any]], None] | None = None,
     max_decisions: int | None = None,
 ) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (module docstring).
 
-    ``round_s`` overrides the policy's own round length (0 = event mode). ``on_decision`` sees
+    ``round_s`` overrides the policy's own round length (0 = event mode); ``batch_s`` the
+    policy's own batch window (0 = exact event mode; module docstring). ``on_decision`` sees
     every snapshot and decision (tests use it to check invariants). ``max_decisions`` guards
     against a policy that never lets jobs finish.
     """
@@ -237,6 +252,12 @@ def simulate(
     rnd = policy.round_s if round_s is None else (round_s or None)
     if rnd is not None and not (rnd > 0 and math.isfinite(rnd)):
         raise ValueError(f"round_s must be positive, got {rnd}")
+    batch = float(getattr(policy, "batch_s", 0.0) or 0.0) if batch_s is None else batch_s
+    if not (batch >= 0 and math.isfinite(batch)):
+        raise ValueError(f"batch_s must be >= 0 and finite, got {batch}")
+    if batch and rnd is not None:
+        raise ValueError("batch_s applies to event mode; this run has rounds of "
+                         f"{rnd} s")  # fmt: skip
     order = sorted(jobs, key=lambda j: (j.arrival_s, j.app_id, j.job_id))
     if len({j.job_id for j in order}) != len(order):
         raise ValueError("job ids must be unique")
@@ -259,6 +280,8 @@ def simulate(
     busy = held_total = 0
     finished = 0
     next_tick = None if rnd is None else 0.0
+    due: float | None = None  # batched: when the events since the window opened are decided
+    due_woken = False  # batched: a wake-up is among them
     bar = _progress(len(order), policy.name) if progress else None
     preemptive = getattr(policy, "preemptive", True)
     elastic = getattr(policy, "elastic", False)
@@ -280,6 +303,8 @@ def simulate(
         if rnd is not None and active:
             assert next_tick is not None  # a number whenever rounds are on
             candidates.append(next_tick)
+        if due is not None:
+            candidates.append(due)
         if not candidates:
             raise PolicyError(
                 f"policy {policy.name!r} left {len(active)} jobs with nothing scheduled "
@@ -319,6 +344,13 @@ def simulate(
         if rnd is not None and next_tick is not None and t >= next_tick:
             decide = True
             next_tick = t + rnd
+        if batch:  # every event within the window is decided together, at its end
+            woken = due_woken = due_woken or woken
+            if decide and due is None:
+                due = t + batch
+            decide = due is not None and t >= due
+            if decide:
+                due, due_woken = None, False
         if decide and not preemptive and len(owner) == cluster.num_gpus and not woken:
             decide = False  # a non-preemptive policy can change nothing on a full cluster
         if decide and active:

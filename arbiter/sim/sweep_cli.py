@@ -29,7 +29,7 @@ from arbiter.sim.sweep import (
 )
 from arbiter.tables import format_table
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "load_options"]
 
 _EPILOG = """\
 a cell is one simulator run: trace x cluster x policy x knob setting x seed. Cells already in
@@ -79,6 +79,33 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type: a positive, finite ``kind`` (int or float)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its errors
+    return parse
+
+
+def load_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The trace filters given on the command line, named as :data:`LOAD_OPTIONS` (cells
+    without them keep the keys they always had)."""
+    given = {
+        "max_gpus": args.max_gpus,
+        "min_duration_s": args.min_duration,
+        "max_duration_s": args.max_duration,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "sweep",
@@ -102,6 +129,22 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--window", type=window_arg, help="philly: arrivals in START:END seconds")
     p.add_argument("--target-load", type=float, help="philly: sample jobs to this load")
     p.add_argument("--max-jobs", type=int, help="keep only the first N jobs of each trace")
+    p.add_argument(
+        "--max-gpus", type=_positive(int), help="drop jobs asking for more GPUs than this"
+    )
+    p.add_argument(
+        "--min-duration",
+        type=_positive(float),
+        metavar="S",
+        help="philly: drop jobs shorter than S seconds",
+    )
+    p.add_argument(
+        "--max-duration",
+        type=_positive(float),
+        metavar="S",
+        help="philly: drop jobs longer than S seconds (Themis's filter: --max-gpus 8 "
+        "--min-duration 1800 --max-duration 86400)",
+    )
     p.add_argument("--app-kind", choices=APP_KINDS, default="single", help="default single")
     p.add_argument("--jobs-per-app", type=jobs_per_app_arg, default=(1, 15), metavar="A-B")
     p.add_argument("--out", required=True, type=Path, help="results folder (resumable)")
@@ -131,7 +174,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             args.traces, args.policies, args.seeds, args.clusters,
             knobs=parse_knob_grid(args.knobs), window=args.window,
             target_load=args.target_load, max_jobs=args.max_jobs, app_kind=args.app_kind,
-            jobs_per_app=args.jobs_per_app,
+            jobs_per_app=args.jobs_per_app, load=load_options(args),
         )  # fmt: skip
         store = SweepStore(args.out)
     except SweepError as exc:

@@ -183,3 +183,36 @@ def test_shipped_cluster_specs_load_from_the_package_zip_executors_import(tmp_pa
                           text=True, cwd=tmp_path, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == load_cluster("themis-testbed").num_gpus
+
+
+def test_the_sweep_command_passes_the_trace_filters_to_every_cell(tmp_path: Path, capsys) -> None:
+    """``--max-gpus``, ``--min-duration`` and ``--max-duration`` reach the cells (their keys and
+    rows) and the jobs each cell loads."""
+    from yarn_arbiter.cli import main
+
+    window = (40 * 86400.0, 40.2 * 86400.0)
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--traces", "philly/philly.csv", "--policies", "fifo", "--seeds", "0",
+            "--clusters", "nodes:4:8", "--window", f"{window[0]:.0f}:{window[1]:.0f}",
+            "--max-gpus", "2", "--min-duration", "600", "--max-duration", "86400",
+            "--engine", "serial", "--no-progress", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    (path,) = (out / "cells").glob("*.json")
+    row = json.loads(path.read_text())
+    load = {"max_gpus": 2, "min_duration_s": 600.0, "max_duration_s": 86400.0}
+    assert dict(Cell.from_json(row["cell"]).load) == load
+    cluster = load_cluster("nodes:4:8")
+    filtered = load_jobs("philly/philly.csv", cluster=cluster, time_window=window, **load)
+    unfiltered = load_jobs("philly/philly.csv", cluster=cluster, time_window=window)
+    assert 0 < len(filtered) < len(unfiltered)  # the filters matter on this window
+    assert row["status"] == "ok" and row["jobs"] == len(filtered)
+    capsys.readouterr()
+    for bad in (["--max-gpus", "0"], ["--min-duration", "-5"], ["--max-duration", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            main([*argv[:-2], "--out", str(tmp_path / "bad"), *bad])
+        assert exc.value.code == 2
+        assert bad[0] in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    text = capsys.readouterr().out
+    assert all(flag in text for flag in ("--max-gpus", "--min-duration", "--max-duration"))
