@@ -193,9 +193,15 @@ def site_overrides(
     else:
         p = rm_ports[ids[0]]
         yarn |= {
-            # deploy/conf's yarn-site.xml is the compose cluster's RM HA pair: one RM here (its
-            # other HA keys, rm ids and ZooKeeper address, are inert with HA off)
+            # deploy/conf's yarn-site.xml is the compose cluster's RM HA pair: one RM here. The
+            # pair's keys go (None removes a key): with a cluster id set, the RM reports it in
+            # every app (rmClusterId), which a single RM does not; the per-RM addresses and the
+            # ZooKeeper address left are inert with HA off
             "yarn.resourcemanager.ha.enabled": "false",
+            "yarn.resourcemanager.cluster-id": None,
+            "yarn.resourcemanager.ha.rm-ids": None,
+            "yarn.resourcemanager.ha.automatic-failover.enabled": None,
+            "yarn.resourcemanager.ha.automatic-failover.embedded": None,
             "yarn.resourcemanager.hostname": "127.0.0.1",
             "yarn.resourcemanager.address": f"127.0.0.1:{p.address}",
             "yarn.resourcemanager.scheduler.address": f"127.0.0.1:{p.scheduler}",
@@ -305,13 +311,18 @@ def secure_overrides(files: KdcFiles) -> dict[str, dict[str, str]]:
     return {"core-site.xml": core, "yarn-site.xml": yarn}
 
 
-def write_conf_dir(dest: Path, overrides: Mapping[str, Mapping[str, str]]) -> Path:
-    """``deploy/conf`` files with ``overrides`` applied, plus a console log4j file, in ``dest``."""
+def write_conf_dir(dest: Path, overrides: Mapping[str, Mapping[str, str | None]]) -> Path:
+    """``deploy/conf`` files with ``overrides`` applied (a value of None removes the key),
+    plus a console log4j file, in ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in SITE_FILES:
         src = DEPLOY_CONF / name
         props = read_site(src) if src.exists() else {}
-        props.update(overrides.get(name, {}))
+        for key, value in overrides.get(name, {}).items():
+            if value is None:
+                props.pop(key, None)  # an override of None removes the key
+            else:
+                props[key] = value
         note = f"written by yarn_bridge.local_hadoop from deploy/conf/{name}"
         write_site(dest / name, props, comment=note)
     (dest / "log4j.properties").write_text(LOG4J)
