@@ -14,12 +14,10 @@ must equal the direct SQL's.
 from __future__ import annotations
 
 import contextlib
-import json
-import time
-import urllib.request
 from typing import Any
 
 import pytest
+import support.yarn_executors as yarn_executors
 from support.hive import canon, run_direct
 
 from hive_hooks.executor import QueryRunner, StageEvent
@@ -35,35 +33,10 @@ pytestmark = [pytest.mark.yarn, pytest.mark.slow]
 # executors of 2 vcores: the local YARN's analytics share (8 vcores for one job) buys 4, half
 # of it 2, so YARN's count moves with the share
 SPEC = ExecutorSpec(cores=2, heap_mb=512, overhead_mb=512, max_total=4)
-AM_MB = 1024
 
 
-def app_info(rm_url: str, app_id: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{rm_url}/ws/v1/cluster/apps/{app_id}", timeout=10) as r:
-        return json.load(r)["app"]
-
-
-def yarn_executors(app: dict[str, Any]) -> int | None:
-    """Executors YARN holds for the engine (containers minus the AM), when containers, vcores
-    and memory agree on one number."""
-    n = int(app["runningContainers"]) - 1
-    ok = app["allocatedVCores"] == n * SPEC.cores + 1 and (
-        app["allocatedMB"] == n * SPEC.container_mb + AM_MB
-    )
-    return n if ok else None
-
-
-def wait_yarn(rm_url: str, app_id: str, executors: int, timeout: float = 120.0) -> float:
-    t0 = time.monotonic()
-    last: Any = None
-    while time.monotonic() - t0 < timeout:
-        app = app_info(rm_url, app_id)
-        last = (app["runningContainers"], app["allocatedVCores"], app["allocatedMB"])
-        if yarn_executors(app) == executors:
-            return time.monotonic() - t0
-        time.sleep(0.1)
-    raise AssertionError(f"YARN did not report {executors} executors in {timeout:.0f} s; last "
-                         f"(containers, vcores, MB) = {last}")  # fmt: skip
+def wait_yarn(rm_url: str, app_id: str, executors: int) -> float:
+    return yarn_executors.wait_yarn(rm_url, app_id, executors, SPEC)
 
 
 @pytest.fixture(scope="module")

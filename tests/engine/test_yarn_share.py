@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import doctest
-import json
 import statistics
 import time
-import urllib.request
 from collections import Counter
 from typing import Any
 
 import pytest
+import support.yarn_executors as executors_
+from support.yarn_executors import app_info, rm_get
 
 from hive_hooks import yarn_engine
 from hive_hooks.executor import QueryRunner, StageEvent
@@ -78,40 +78,8 @@ def test_control_is_a_share_enforcer() -> None:
 # ------------------------------------------------------------------------- on YARN
 
 
-def rm_get(rm_url: str, path: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{rm_url}/ws/v1/cluster{path}", timeout=10) as r:
-        return json.load(r)
-
-
-def app_info(rm_url: str, app_id: str) -> dict[str, Any]:
-    return rm_get(rm_url, f"/apps/{app_id}")["app"]
-
-
-def yarn_executors(app: dict[str, Any], spec: ExecutorSpec = SPEC) -> int | None:
-    """Executors YARN shows for the engine's app (its containers minus the AM), or None when
-    the container, vcore and memory counts do not agree on one number."""
-    n = int(app["runningContainers"]) - 1
-    am_mb = 1024
-    ok = app["allocatedVCores"] == n * spec.cores + 1 and (
-        app["allocatedMB"] == n * spec.container_mb + am_mb
-    )
-    return n if ok else None
-
-
 def wait_yarn(rm_url: str, app_id: str, executors: int, timeout: float = 90.0) -> float:
-    """Seconds until YARN reports ``executors`` executor containers for the app (poll, 0.1 s)."""
-    t0 = time.monotonic()
-    last: Any = None
-    while time.monotonic() - t0 < timeout:
-        app = app_info(rm_url, app_id)
-        last = (app["runningContainers"], app["allocatedVCores"], app["allocatedMB"])
-        if yarn_executors(app) == executors:
-            return time.monotonic() - t0
-        time.sleep(0.1)
-    raise AssertionError(
-        f"YARN did not report {executors} executors in {timeout:.0f} s; last (containers, "
-        f"vcores, MB) = {last}"
-    )
+    return executors_.wait_yarn(rm_url, app_id, executors, SPEC, timeout)
 
 
 def wait_registered(engine: YarnHiveServer, n: int, timeout: float = 120.0) -> None:
