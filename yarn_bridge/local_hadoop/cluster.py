@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -83,6 +84,8 @@ from yarn_bridge.local_hadoop.processes import (
 from yarn_bridge.rm.errors import RMError
 
 __all__ = ["LocalHadoop", "zk_ok"]
+
+log = logging.getLogger(__name__)
 
 
 def zk_ok(port: int, host: str = "127.0.0.1") -> bool:
@@ -512,11 +515,21 @@ class LocalHadoop:
                     os.kill(d.pid, signal.SIGTERM)
                 stopped.append(d.name)
         deadline = time.monotonic() + timeout_s
+        killed = []
         for d in order:
             while _alive(d.pid, d.main_class) and time.monotonic() < deadline:
                 time.sleep(0.1)
             if _alive(d.pid, d.main_class):
+                log.warning("%s (pid %d) still running %.0f s after SIGTERM: SIGKILL",
+                            d.name, d.pid, timeout_s)  # fmt: skip
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(d.pid, signal.SIGKILL)
+                killed.append(d)
+        # a SIGKILLed process is gone only once the kernel has torn it down: down() returns
+        # when every daemon is
+        gone_by = time.monotonic() + 10.0
+        for d in killed:
+            while _alive(d.pid, d.main_class) and time.monotonic() < gone_by:
+                time.sleep(0.05)
         kill_orphan_containers(self.workdir)
         return stopped
