@@ -1,4 +1,4 @@
-"""Where a fan-in heartbeat's time goes (issue 23): a one-off probe, not part of the arbiter.
+"""Where a fan-in heartbeat's time goes: a one-off probe, not part of the arbiter.
 
 Usage (from the repository root)::
 
