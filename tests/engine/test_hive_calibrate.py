@@ -6,9 +6,10 @@ engine, every statement of the run is found among them, and they are calibrated
 (:func:`hive_hooks.spark_history.calibrate_from_runs`); the planner's estimate of a second run
 of the same plan, from scratch in another checkpoint database, then changes from the
 bytes-linear model's, and every answer equals the direct SQL's. How close the calibrated
-estimate comes is printed, not asserted: at sf 0.1 the engine's time for one query moved from
-2 to 9 s between runs here, and the model was sometimes as close (a timed assertion failed in
-a clean-clone run); ``benchmarks/hive_swing.py --calibrated`` measures it.
+estimate comes is printed, not asserted: the engine's time for one query moved from 2 to 9 s
+between runs here at sf 0.1, and the model was sometimes as close (a timed assertion failed
+in a clean-clone run); ``benchmarks/hive_swing.py --calibrated`` measures it at sf 1. The
+plumbing needs no more than sf 0.01.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from qoop_planner.tpc import load_tpc as tpc_queries
 
 pytestmark = pytest.mark.slow
 
-SCALE = 0.1
+SCALE = 0.01
 SHARE = Share(vcores=2, memory_mb=4096.0)  # local[2], no quota: a vcore is one core
 BROADCAST = next(p for p in PROFILES if p.name == "broadcast")
 
@@ -64,7 +65,6 @@ def test_the_engines_stages_calibrate_the_plans_estimate(engine, connect, qnum):
     sql = tpc.queries[qnum]
     stats = {f"tpch.{t}": s for t, s in tpc.stats.items()}
     expected = canon(run_direct(connect, sql))
-    run_direct(connect, sql)  # warm the engine's caches for this query's tables
 
     first = _runner(connect, f"cal_a{qnum}", stats=stats)
     try:
