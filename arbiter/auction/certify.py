@@ -110,6 +110,9 @@ class _DualMarket(_CliqueMarket):
         self._objective = math.nan
         self._stalled = 0
         self._zero_half_rows: list[int] = []  # their rows in the warm LP
+        # (columns at 0, excluded apps, objective offset, incumbent cost) of the current
+        # branch and bound, for :meth:`_met`
+        self._context: tuple[set[int], frozenset[int], float, float] | None = None
         # Solves the LP branch and bound closed with new zero-half cuts, and solves it gave
         # up on (MILP fallbacks).
         self._closed = self._failed = 0
@@ -180,9 +183,19 @@ class _DualMarket(_CliqueMarket):
                     over = np.flatnonzero(with_k > ub + _FIX_MARGIN).tolist()
                     fixed = set(over) - zeroed - used
                     self._bounds(h, fixed, 0.0, 0.0)
+        # For the early stop of the cut loop (_met): what the rounding may use, the offset of
+        # the LP's objective (the excluded apps' empty rows) and the incumbent's cost.
+        incumbent = math.inf
+        if hint is not None:
+            incumbent = _cost(
+                self.apps, {a: hint.get(a, 0) for a in self.members if a not in excluded}
+            )
+        offset = sum(self.apps[a].rows[0][1] for a in excluded)
+        self._context = (zeroed | fixed, excluded, offset, incumbent)
         try:
             found = super()._branch_and_bound(zeroed | fixed, excluded, hint)
         finally:
+            self._context = None
             self._bounds(self.h, fixed, 0.0, 1.0)
         if fixed and self.root is not None:
             # the MILP fallback's own reduced-cost fixing keeps these columns out too
@@ -250,12 +263,29 @@ class _DualMarket(_CliqueMarket):
             used |= apps[a].rows[best_r][0]
         return {a: r for a, r in choice.items() if a not in excluded}
 
+    def _met(self, values: np.ndarray) -> bool:
+        """Whether the LP just run (at ``values``) already bounds its node within the solve's
+        gap of a known allocation (the incumbent, or ``values`` rounded): then more cuts
+        cannot change the node's answer, and the branch and bound prunes it (its own rounding
+        finds the same allocation). On the tail's degenerate LPs the bound is often the
+        optimum for many rounds before the point becomes integral."""
+        if self._context is None:
+            return False
+        zeroed, excluded, offset, incumbent = self._context
+        bound = self.h.getInfo().objective_function_value - offset
+        if bound >= incumbent - self.gap:
+            return True
+        rounded = self._rounded(values, zeroed, excluded)
+        return rounded is not None and bound >= _cost(self.apps, rounded) - self.gap
+
     def _separate(self, values: np.ndarray) -> int:
         """Maximal-clique cuts (:class:`_CliqueMarket`); when none is violated, zero-half cuts
         of the app, GPU and clique rows (:mod:`arbiter.auction.zerohalf`)."""
         added = super()._separate(values)
         if added or not ((values > 1e-6) & (values < 1 - 1e-6)).any():
             return added
+        if self._met(values):
+            return 0
         objective = float(values @ self._costs)
         self._stalled = self._stalled + 1 if abs(objective - self._objective) <= 1e-9 else 0
         self._objective = objective

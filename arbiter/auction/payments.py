@@ -31,6 +31,7 @@ from arbiter.auction.solve import (
     _optimum_or_defer,
     _past,
 )
+from arbiter.auction.split import can_fork, share
 
 __all__ = ["PAYMENT_GAP"]
 
@@ -43,6 +44,8 @@ _C_FLOOR = math.ulp(0.0)
 # Threads for the MILP fallbacks of the ``-i`` solves (HiGHS runs without the GIL); on this
 # 2-core machine two ran six fallbacks of the benchmark's 64 x 256 x 32 tail 2.3x faster.
 _WORKERS = min(2, os.cpu_count() or 1)
+# Fewest ``-i`` solves worth a fork (arbiter.auction.split): forking costs a few ms.
+_SPLIT_MIN = 8
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
@@ -199,42 +202,65 @@ def _pf_and_payments(
     # (Solver.PAIRS, the previous solver, stays sequential.)
     concurrent = newer and time_budget is None and not naive and _WORKERS > 1
     pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
+
+    def solve_at(n: int, defer: bool) -> dict[int, int] | Future[dict[int, int]]:
+        """The optimum of the ``n``-th market without one app (a MILP fallback on the pool
+        when ``defer``)."""
+        nonlocal pool, stopped
+        k, i, kept = todo[n]
+        comp, market = comps[k], markets.get(k)
+        excluded = lost[k] | {i}
+        if naive and market:
+            return market.solve_milp(excluded)
+        if end is not None and _past(end, clock):
+            stopped += 1
+            return _reassign(apps, kept)  # budget spent: local moves
+        hint = kept
+        if market and end is not None:
+            market.deadline = _slice(end, len(todo) - n, clock)
+            hint = _reassign(apps, kept)
+        # Every optimum without i keeps all of the market served (Gap 2), so starving
+        # members may be required to get GPUs: this removes ρ = ∞ from the LP.
+        required = frozenset(a for a in kept if apps[a].starving)
+        found = _optimum_or_defer(
+            apps,
+            comp,
+            market,
+            excluded,
+            hint=hint,
+            required=required,
+            gap=payment_gap,
+            defer=defer,
+            # A MILP fallback starts from the others' local moves into i's GPUs.
+            improve=(lambda h: _reassign(apps, h)) if newer else None,
+        )
+        if isinstance(found, dict):
+            return found
+        pool = pool or ThreadPoolExecutor(_WORKERS)
+        return pool.submit(found)
+
     opts: list[dict[int, int] | Future[dict[int, int]]] = []
+    child_milp = 0
     try:
-        for n, (k, i, kept) in enumerate(todo):
-            comp, market = comps[k], markets.get(k)
-            excluded = lost[k] | {i}
-            opt: dict[int, int] | Future[dict[int, int]]
-            if naive and market:
-                opt = market.solve_milp(excluded)
-            elif end is not None and _past(end, clock):
-                opt, stopped = _reassign(apps, kept), stopped + 1  # budget spent: local moves
-            else:
-                hint = kept
-                if market and end is not None:
-                    market.deadline = _slice(end, len(todo) - n, clock)
-                    hint = _reassign(apps, kept)
-                # Every optimum without i keeps all of the market served (Gap 2), so starving
-                # members may be required to get GPUs: this removes ρ = ∞ from the LP.
-                required = frozenset(a for a in kept if apps[a].starving)
-                found = _optimum_or_defer(
-                    apps,
-                    comp,
-                    market,
-                    excluded,
-                    hint=hint,
-                    required=required,
-                    gap=payment_gap,
-                    defer=concurrent,
-                    # A MILP fallback starts from the others' local moves into i's GPUs.
-                    improve=(lambda h: _reassign(apps, h)) if newer else None,
-                )
-                if isinstance(found, dict):
-                    opt = found
-                else:
-                    pool = pool or ThreadPoolExecutor(_WORKERS)
-                    opt = pool.submit(found)
-            opts.append(opt)
+        # Solver.DUALS: the ``-i`` solves shared with a forked child (arbiter.auction.split),
+        # which takes its MILP fallbacks itself.
+        if concurrent and solver is Solver.DUALS and len(todo) >= _SPLIT_MIN and can_fork():
+            milp_before = sum(m.milp_solves for m in markets.values())
+
+            def child_milp_solves() -> int:
+                return sum(m.milp_solves for m in markets.values()) - milp_before
+
+            def in_child(n: int) -> dict[int, int]:
+                found = solve_at(n, defer=False)
+                assert isinstance(found, dict)
+                return found
+
+            todo_n = range(len(todo))
+            shared = share(len(todo), lambda n: solve_at(n, True), in_child, child_milp_solves)
+            opts = [shared.here[n] if n in shared.here else shared.there[n] for n in todo_n]
+            child_milp = shared.tally or 0
+        else:
+            opts = [solve_at(n, concurrent) for n in range(len(todo))]
         for (_, i, kept), opt in zip(todo, opts, strict=True):
             value = _cost(apps, opt if isinstance(opt, dict) else opt.result())
             c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
@@ -242,7 +268,7 @@ def _pf_and_payments(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-    milp = sum(m.milp_solves for m in markets.values())
+    milp = sum(m.milp_solves for m in markets.values()) + child_milp
     stopped += sum(m.budget_stops for m in markets.values())
     # Other components keep their PF rows when i leaves: add their value to the optimum.
     total = sum(comp_value.values())

@@ -1,0 +1,138 @@
+"""The hidden payments' solves shared with a forked child (Themis §3.3, Pseudocode 1; spec B.5).
+
+After the proportional-fair solve, the n solves without one app (``-i``) are independent of
+each other; on the benchmark's 64 x 256 x 32 tail about 50 of them need a warm LP solve of a
+2,048-column model each (1-3 ms, 40 % of it Python, so threads would not run them in
+parallel). :func:`share` forks the process once: the child starts with a copy of everything
+the parent built (the warm HiGHS model, its basis and every cut found so far), and parent and
+child take the next solve from one queue until it is empty, so neither waits while the other
+has a long solve. The queue is a pipe written once before the fork: each task is a 4-byte
+index and a read of 4 bytes from a pipe takes 4 contiguous bytes, so each task goes to exactly
+one process. The child sends its answers back pickled over a second pipe and exits with
+``os._exit`` (it never returns into the caller's code).
+
+Exactness does not depend on the child: every task the child took but did not answer (it
+died, or sent nothing readable) is solved again by the parent. The child's CPU time shows up
+in the parent's ``RUSAGE_CHILDREN`` once it is reaped (the benchmark adds it).
+
+Forking is only safe when no other thread runs (a lock held by another thread at the fork
+stays held in the child): :func:`can_fork` checks that this is the main thread and the only
+one. The arbiter's auction worker (``arbiter.decider``, a spawned, niced process) satisfies it;
+the in-thread fallback of a process with gRPC threads does not and solves sequentially.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+__all__ = ["can_fork", "share"]
+
+Mine = TypeVar("Mine")
+Theirs = TypeVar("Theirs")
+Tally = TypeVar("Tally")
+
+# Bytes per task index in the queue pipe.
+_INDEX = 4
+# The queue is written before the fork, in one go: it must fit in the pipe (64 KiB on Linux).
+_MAX_TASKS = 60_000 // _INDEX
+
+
+def can_fork() -> bool:
+    """Whether :func:`share` may fork here: POSIX, at least two CPUs, and this is the main
+    thread and the only one (fork copies only the calling thread; a lock another thread holds
+    would stay held in the child)."""
+    return (
+        hasattr(os, "fork")
+        and sys.platform != "win32"
+        and (os.cpu_count() or 1) > 1
+        and threading.current_thread() is threading.main_thread()
+        and threading.active_count() == 1
+    )
+
+
+def _take(fd: int) -> list[int]:
+    """The next task index from the queue pipe, or [] once it is empty."""
+    data = os.read(fd, _INDEX)
+    return [int.from_bytes(data, "little")] if len(data) == _INDEX else []
+
+
+class Shared(Generic[Mine, Theirs, Tally]):
+    """What :func:`share` returns: the answers of each process by task index, and the child's
+    ``tally`` (None when the child's answers were lost and the parent redid its tasks)."""
+
+    def __init__(
+        self, here: dict[int, Mine], there: dict[int, Theirs], tally: Tally | None
+    ) -> None:
+        self.here = here
+        self.there = there
+        self.tally = tally
+
+
+def share(
+    count: int,
+    here: Callable[[int], Mine],
+    there: Callable[[int], Theirs],
+    tally: Callable[[], Tally],
+) -> Shared[Mine, Theirs, Tally]:
+    """Run tasks ``0 .. count-1``, each once, on this process (``here(n)``) and a forked child
+    (``there(n)``, whose answer must pickle), both taking the next task from one queue; the
+    child also sends ``tally()`` after its last task (e.g. counters it kept). Tasks the child
+    took but did not answer are run ``here`` after it exits. Call only when :func:`can_fork`.
+    """
+    if not 0 < count <= _MAX_TASKS:
+        raise ValueError(f"share: 1 to {_MAX_TASKS} tasks, got {count}")
+    queue_r, queue_w = os.pipe()
+    os.write(queue_w, b"".join(n.to_bytes(_INDEX, "little") for n in range(count)))
+    os.close(queue_w)
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.close(out_r)
+            done: dict[int, Theirs] = {}
+            while task := _take(queue_r):
+                done[task[0]] = there(task[0])
+            payload = pickle.dumps((done, tally()), protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(out_w, view) :]
+            code = 0
+        except BaseException:  # the parent redoes this child's tasks
+            pass
+        finally:
+            os._exit(code)
+    os.close(out_w)
+    mine: dict[int, Mine] = {}
+    reaped = False
+    try:
+        while task := _take(queue_r):
+            mine[task[0]] = here(task[0])
+        chunks = []
+        while chunk := os.read(out_r, 1 << 16):
+            chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+        reaped = True
+        theirs: dict[int, Theirs] = {}
+        child_tally: Tally | None = None
+        if os.waitstatus_to_exitcode(status) == 0:
+            try:
+                theirs, child_tally = pickle.loads(b"".join(chunks))
+            except Exception:  # an unreadable answer is no answer
+                theirs, child_tally = {}, None
+        for n in range(count):
+            if n not in mine and n not in theirs:
+                mine[n] = here(n)
+        return Shared(mine, theirs, child_tally)
+    finally:
+        os.close(queue_r)
+        os.close(out_r)
+        if not reaped:  # the parent failed: the child's work is of no use
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
