@@ -44,8 +44,11 @@ _C_FLOOR = math.ulp(0.0)
 # Threads for the MILP fallbacks of the ``-i`` solves (HiGHS runs without the GIL); on this
 # 2-core machine two ran six fallbacks of the benchmark's 64 x 256 x 32 tail 2.3x faster.
 _WORKERS = min(2, os.cpu_count() or 1)
-# Fewest ``-i`` solves worth a fork (arbiter.auction.split): forking costs a few ms.
-_SPLIT_MIN = 8
+# Least work (``-i`` solves x columns of their market) worth a fork (arbiter.auction.split):
+# forking and reaping the child costs 3-6 ms here, a warm ``-i`` solve 1-3 ms on a market of
+# 2,000 columns (64 x 256 x 32) but a fraction of a millisecond on 300 (16 x 64 x 16, where
+# a fork per auction made the p95 worse).
+_SPLIT_WORK = 16_000
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
@@ -244,7 +247,8 @@ def _pf_and_payments(
     try:
         # Solver.DUALS: the ``-i`` solves shared with a forked child (arbiter.auction.split),
         # which takes its MILP fallbacks itself.
-        if concurrent and solver is Solver.DUALS and len(todo) >= _SPLIT_MIN and can_fork():
+        work = sum(m.lp.num_col_ for m in (markets.get(k) for k, _, _ in todo) if m)
+        if concurrent and solver is Solver.DUALS and work >= _SPLIT_WORK and can_fork():
             milp_before = sum(m.milp_solves for m in markets.values())
 
             def child_milp_solves() -> int:
