@@ -117,6 +117,7 @@ class _DualMarket(_CliqueMarket):
         # up on (MILP fallbacks).
         self._closed = self._failed = 0
         self._fixing = True  # reduced-cost fixing at the root (off with the zero-half cuts)
+        self._keep_cuts = False  # never _give_up (the PF's LP was closed by zero-half cuts)
         position = {a: n for n, a in enumerate(members)}
         # per column, the position of its app in ``members``
         self._col_pos = np.asarray([position[a] for a in self.col_app], dtype=np.int64)
@@ -137,6 +138,11 @@ class _DualMarket(_CliqueMarket):
             # The PF's LP needed no zero-half cut: the fixing's extra LP run per solve would
             # cost more than it saves (most ``-i`` LPs of such markets are integral at once).
             self._fixing = False
+        if self.solves == 1 and self.zero_half and not self.milp_solves:
+            # The PF's LP was closed by zero-half cuts: the tail's symmetric gap, which the
+            # cuts close; a few ``-i`` solves that still end in the MILP are no reason to
+            # give them up (_give_up), which sent every later solve there.
+            self._keep_cuts = True
         if self.solves == 1 and self.milp_solves:
             self.node_limit = _TAIL_NODES
         return found
@@ -207,7 +213,12 @@ class _DualMarket(_CliqueMarket):
             self._failed += 1
         elif len(self.zero_half) > cuts_before:
             self._closed += 1
-        if self.stall_rounds and self._failed >= _GIVE_UP and self._failed > self._closed:
+        if (
+            self.stall_rounds
+            and not self._keep_cuts
+            and self._failed >= _GIVE_UP
+            and self._failed > self._closed
+        ):
             self._give_up()
         return found
 
