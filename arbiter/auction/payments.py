@@ -49,6 +49,8 @@ _WORKERS = min(2, os.cpu_count() or 1)
 # 2,000 columns (64 x 256 x 32) but a fraction of a millisecond on 300 (16 x 64 x 16, where
 # a fork per auction made the p95 worse).
 _SPLIT_WORK = 16_000
+# ``-i`` solves in a row that must add no cut before the rest are shared with a child.
+_CALM = 3
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
@@ -88,6 +90,16 @@ def _reassign(apps: list[_App], kept: Mapping[int, int]) -> dict[int, int]:
                 choice[a] = best_r
                 improved = True
     return choice
+
+
+def _work(markets: Mapping[int, _Market], todo: list[tuple[int, int, dict[int, int]]]) -> int:
+    """``-i`` solves times the columns of their market: what a fork must be worth."""
+    return sum(markets[k].lp.num_col_ for k, _, _ in todo if k in markets)
+
+
+def _cut_count(markets: Mapping[int, _Market]) -> int:
+    """Cuts (clique and zero-half) in all the markets' warm LPs."""
+    return sum(len(m.cuts) + len(getattr(m, "zero_half", ())) for m in markets.values())
 
 
 def _slice(end: float | None, left: int, clock: Callable[[], float]) -> float | None:
@@ -245,26 +257,41 @@ def _pf_and_payments(
     opts: list[dict[int, int] | Future[dict[int, int]]] = []
     child_milp = 0
     try:
-        # Solver.DUALS: the ``-i`` solves shared with a forked child (arbiter.auction.split),
-        # which takes its MILP fallbacks itself.
-        work = sum(m.lp.num_col_ for m in (markets.get(k) for k, _, _ in todo) if m)
-        if concurrent and solver is Solver.DUALS and work >= _SPLIT_WORK and can_fork():
-            milp_before = sum(m.milp_solves for m in markets.values())
+        n = 0
+        if concurrent and solver is Solver.DUALS and can_fork():
+            # Solver.DUALS: the ``-i`` solves shared with a forked child
+            # (arbiter.auction.split), once the cuts have settled: until ``_CALM`` solves in a
+            # row add none, this process solves alone (MILP fallbacks inline: no thread may
+            # run at the fork), so the child starts with every cut the hard solves found.
+            calm = 0
+            while n < len(todo) and calm < _CALM and _work(markets, todo[n:]) >= _SPLIT_WORK:
+                cuts = _cut_count(markets)
+                opts.append(solve_at(n, False))
+                n += 1
+                calm = calm + 1 if _cut_count(markets) == cuts else 0
+            if _work(markets, todo[n:]) >= _SPLIT_WORK:
+                first = n
+                milp_before = sum(m.milp_solves for m in markets.values())
 
-            def child_milp_solves() -> int:
-                return sum(m.milp_solves for m in markets.values()) - milp_before
+                def child_milp_solves() -> int:
+                    return sum(m.milp_solves for m in markets.values()) - milp_before
 
-            def in_child(n: int) -> dict[int, int]:
-                found = solve_at(n, defer=False)
-                assert isinstance(found, dict)
-                return found
+                def in_child(task: int) -> dict[int, int]:
+                    found = solve_at(first + task, False)
+                    assert isinstance(found, dict)
+                    return found
 
-            todo_n = range(len(todo))
-            shared = share(len(todo), lambda n: solve_at(n, True), in_child, child_milp_solves)
-            opts = [shared.here[n] if n in shared.here else shared.there[n] for n in todo_n]
-            child_milp = shared.tally or 0
-        else:
-            opts = [solve_at(n, concurrent) for n in range(len(todo))]
+                shared = share(
+                    len(todo) - first,
+                    lambda task: solve_at(first + task, True),
+                    in_child,
+                    child_milp_solves,
+                )
+                for task in range(len(todo) - first):
+                    opts.append(shared.here[task] if task in shared.here else shared.there[task])
+                child_milp = shared.tally or 0
+                n = len(todo)
+        opts += [solve_at(k, concurrent) for k in range(n, len(todo))]
         for (_, i, kept), opt in zip(todo, opts, strict=True):
             value = _cost(apps, opt if isinstance(opt, dict) else opt.result())
             c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
