@@ -61,6 +61,7 @@ from collections.abc import Callable, Iterable, Mapping
 import highspy
 import numpy as np
 
+from arbiter.auction.exchange import Exchange
 from arbiter.auction.formulation import _App, _cost
 from arbiter.auction.solve import _EXACT_GAP, _CliqueMarket
 from arbiter.auction.zerohalf import ZeroHalfCut, zero_half_cuts
@@ -110,6 +111,8 @@ class _DualMarket(_CliqueMarket):
         self._objective = math.nan
         self._stalled = 0
         self._zero_half_rows: list[int] = []  # their rows in the warm LP
+        # settle: the prices of the last lagrangian_bounds, indexed for exchange chains
+        self._exchange: Exchange | None = None
         # (columns at 0, excluded apps, objective offset, incumbent cost) of the current
         # branch and bound, for :meth:`_met`
         self._context: tuple[set[int], frozenset[int], float, float] | None = None
@@ -146,6 +149,12 @@ class _DualMarket(_CliqueMarket):
         if self.solves == 1 and self.milp_solves:
             self.node_limit = _TAIL_NODES
         return found
+
+    def settle(self, kept: Mapping[int, int], target: float) -> dict[int, int] | None:
+        """An allocation of the apps of ``kept`` (a market without one app) costing at most
+        ``target``, found by exchange chains under the prices of the last
+        :meth:`lagrangian_bounds` (:mod:`arbiter.auction.exchange`), or None."""
+        return None if self._exchange is None else self._exchange.settle(kept, target)
 
     def _add_unit_rows(self, rows: Iterable[tuple[int, ...]]) -> None:
         for row in rows:
@@ -343,7 +352,23 @@ class _DualMarket(_CliqueMarket):
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return {}
-        _, constant, mins = self._priced(zeroed)
+        reduced, constant, mins = self._priced(zeroed)
+        # the same prices for exchange chains (settle)
+        lp = h.getLp()
+        n_apps = len(self.members)
+        price = np.asarray(h.getSolution().row_dual)
+        price = np.concatenate([np.zeros(n_apps), np.minimum(price[n_apps:], 0.0)])
+        self._exchange = Exchange(
+            self.apps,
+            price,
+            np.asarray(lp.row_upper_),
+            np.asarray(lp.a_matrix_.start_),
+            np.asarray(lp.a_matrix_.index_),
+            np.asarray(lp.a_matrix_.value_),
+            reduced - mins[self._col_pos],
+            self.col_app,
+            self.col_row,
+        )
         position = {a: n for n, a in enumerate(self.members)}
         total = sum(float(mins[position[a]]) for a in market)
         return {i: total - float(mins[position[i]]) + constant for i in market}

@@ -210,6 +210,13 @@ def _pf_and_payments(
                     c[i] = 1.0
                     without[i] = -_cost(apps, kept)
                     continue
+                # Exchange chains that meet the bound: the optimum within the gap, no solve.
+                found = market.settle(kept, bounds[i] + payment_gap) if i in bounds else None
+                if found is not None:
+                    value = _cost(apps, found)
+                    c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
+                    without[i] = -min(value, _cost(apps, kept))
+                    continue
             todo.append((k, i, kept))
     stopped = 0
     # Without a time budget the ``-i`` solves the warm LP cannot finish go to HiGHS's MILP on
