@@ -10,7 +10,9 @@ solve, the n solves without each app, c_i, leftover):
   c_i = 1 certified without a solve by Lagrangian bounds from the PF LP's duals, the PF
   requiring every starving app when a greedy allocation serves them all, zero-half cuts
   (:mod:`arbiter.auction.zerohalf`), reduced-cost fixing at each solve's root and LP rounding
-  (:mod:`arbiter.auction.certify`);
+  (:mod:`arbiter.auction.certify`), c_i < 1 settled by exchange chains that meet the
+  Lagrangian bound (:mod:`arbiter.auction.exchange`), and the ``-i`` solves left shared
+  with a forked child (:mod:`arbiter.auction.split`; its CPU time is counted in ours);
 * **previous**: ``partial_allocation(..., solver=Solver.CLIQUES)`` (conflict components, LP with
   warm starts and maximal-clique cuts of the conflict graph, small branch and bound, HiGHS MILP
   fallback without presolve, seeded with the cuts), on every instance; its answers are checked

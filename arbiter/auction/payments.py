@@ -9,8 +9,12 @@ is empty, when no other app has a row touching G_i,pf, or when every other app a
 its best row. Each ``-i`` solve starts from the PF rows of the others as incumbent and requires
 the starving apps the PF served (spec B.5 Gap 2). Without a time budget, the ``-i`` solves
 that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``
-and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can:
-:mod:`arbiter.auction.certify`).
+and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can, and
+c_i < 1 by exchange chains that meet their bound: :mod:`arbiter.auction.certify`,
+:mod:`arbiter.auction.exchange`). ``Solver.DUALS`` shares the ``-i`` solves left with a
+forked child (:mod:`arbiter.auction.split`) when it runs in a process's only thread, no time
+budget is set and the work is worth a fork (``_SPLIT_WORK``): first alone until ``_CALM``
+solves in a row add no cut, so the child starts with the cuts of the hard ones.
 """
 
 from __future__ import annotations
