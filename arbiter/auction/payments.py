@@ -96,6 +96,10 @@ def _reassign(apps: list[_App], kept: Mapping[int, int]) -> dict[int, int]:
     return choice
 
 
+# A ``-i`` solve's answer: an allocation, a MILP fallback running on the pool, or one to run.
+Answer = dict[int, int] | Future[dict[int, int]] | Callable[[], dict[int, int]]
+
+
 def _work(markets: Mapping[int, _Market], todo: list[tuple[int, int, dict[int, int]]]) -> int:
     """``-i`` solves times the columns of their market: what a fork must be worth."""
     return sum(markets[k].lp.num_col_ for k, _, _ in todo if k in markets)
@@ -229,9 +233,9 @@ def _pf_and_payments(
     concurrent = newer and time_budget is None and not naive and _WORKERS > 1
     pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
 
-    def solve_at(n: int, defer: bool) -> dict[int, int] | Future[dict[int, int]]:
+    def solve_at(n: int, defer: bool, hold: bool = False) -> Answer:
         """The optimum of the ``n``-th market without one app (a MILP fallback on the pool
-        when ``defer``)."""
+        when ``defer``, or returned as a call to make later when ``hold``)."""
         nonlocal pool, stopped
         k, i, kept = todo[n]
         comp, market = comps[k], markets.get(k)
@@ -260,24 +264,34 @@ def _pf_and_payments(
             # A MILP fallback starts from the others' local moves into i's GPUs.
             improve=(lambda h: _reassign(apps, h)) if newer else None,
         )
-        if isinstance(found, dict):
+        if isinstance(found, dict) or hold:
             return found
         pool = pool or ThreadPoolExecutor(_WORKERS)
         return pool.submit(found)
 
-    opts: list[dict[int, int] | Future[dict[int, int]]] = []
+    opts: list[Answer] = []
+
+    def release() -> None:
+        """The MILP fallbacks held back before the fork go to the pool."""
+        nonlocal pool
+        for n, opt in enumerate(opts):
+            if callable(opt):
+                pool = pool or ThreadPoolExecutor(_WORKERS)
+                opts[n] = pool.submit(opt)
+
     child_milp = 0
     try:
         n = 0
         if concurrent and solver is Solver.DUALS and can_fork():
             # Solver.DUALS: the ``-i`` solves shared with a forked child
             # (arbiter.auction.split), once the cuts have settled: until ``_CALM`` solves in a
-            # row add none, this process solves alone (MILP fallbacks inline: no thread may
-            # run at the fork), so the child starts with every cut the hard solves found.
+            # row add none, this process solves alone, so the child starts with every cut the
+            # hard solves found. Their MILP fallbacks wait for the fork (no thread may run at
+            # a fork), then go to the pool while this process goes on.
             calm = 0
             while n < len(todo) and calm < _CALM and _work(markets, todo[n:]) >= _SPLIT_WORK:
                 cuts = _cut_count(markets)
-                opts.append(solve_at(n, False))
+                opts.append(solve_at(n, True, hold=True))
                 n += 1
                 calm = calm + 1 if _cut_count(markets) == cuts else 0
             if _work(markets, todo[n:]) >= _SPLIT_WORK:
@@ -292,19 +306,22 @@ def _pf_and_payments(
                     assert isinstance(found, dict)
                     return found
 
-                shared = share(
-                    len(todo) - first,
-                    lambda task: solve_at(first + task, True),
-                    in_child,
-                    child_milp_solves,
-                )
+                def in_parent(task: int) -> Answer:
+                    release()
+                    return solve_at(first + task, True)
+
+                shared = share(len(todo) - first, in_parent, in_child, child_milp_solves)
                 for task in range(len(todo) - first):
                     opts.append(shared.here[task] if task in shared.here else shared.there[task])
                 child_milp = shared.tally or 0
                 n = len(todo)
+        release()
         opts += [solve_at(k, concurrent) for k in range(n, len(todo))]
         for (_, i, kept), opt in zip(todo, opts, strict=True):
-            value = _cost(apps, opt if isinstance(opt, dict) else opt.result())
+            if isinstance(opt, dict):
+                value = _cost(apps, opt)
+            else:
+                value = _cost(apps, opt.result() if isinstance(opt, Future) else opt())
             c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
             without[i] = -min(value, _cost(apps, kept))
     finally:
