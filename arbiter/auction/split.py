@@ -12,8 +12,10 @@ one process. The child sends its answers back pickled over a second pipe and exi
 ``os._exit`` (it never returns into the caller's code).
 
 Exactness does not depend on the child: every task the child took but did not answer (it
-died, or sent nothing readable) is solved again by the parent. The child's CPU time shows up
-in the parent's ``RUSAGE_CHILDREN`` once it is reaped (the benchmark adds it).
+died, or sent nothing readable: a child that dies while writing leaves a truncated pickle)
+is solved again by the parent. The child is killed if the parent dies (Linux
+``PR_SET_PDEATHSIG``), and by the parent if the parent's own tasks fail. The child's CPU time
+shows up in the parent's ``RUSAGE_CHILDREN`` once it is reaped (the benchmark adds it).
 
 Forking is only safe when no other thread runs (a lock held by another thread at the fork
 stays held in the child): :func:`can_fork` checks that this is the main thread and the only
@@ -23,6 +25,8 @@ the in-thread fallback of a process with gRPC threads does not and solves sequen
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import pickle
 import signal
@@ -37,6 +41,8 @@ Mine = TypeVar("Mine")
 Theirs = TypeVar("Theirs")
 Tally = TypeVar("Tally")
 
+# prctl option: the signal a child gets when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 # Bytes per task index in the queue pipe.
 _INDEX = 4
 # The queue is written before the fork, in one go: it must fit in the pipe (64 KiB on Linux).
@@ -91,10 +97,12 @@ def share(
     os.write(queue_w, b"".join(n.to_bytes(_INDEX, "little") for n in range(count)))
     os.close(queue_w)
     out_r, out_w = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         code = 1
         try:
+            _die_with(parent)
             os.close(out_r)
             done: dict[int, Theirs] = {}
             while task := _take(queue_r):
@@ -117,15 +125,15 @@ def share(
         chunks = []
         while chunk := os.read(out_r, 1 << 16):
             chunks.append(chunk)
-        _, status = os.waitpid(pid, 0)
+        with contextlib.suppress(ChildProcessError):  # (reaped already: SIGCHLD ignored)
+            os.waitpid(pid, 0)
         reaped = True
         theirs: dict[int, Theirs] = {}
         child_tally: Tally | None = None
-        if os.waitstatus_to_exitcode(status) == 0:
-            try:
-                theirs, child_tally = pickle.loads(b"".join(chunks))
-            except Exception:  # an unreadable answer is no answer
-                theirs, child_tally = {}, None
+        try:  # a child that died while writing leaves a truncated pickle: no answer
+            theirs, child_tally = pickle.loads(b"".join(chunks))
+        except Exception:
+            theirs, child_tally = {}, None
         for n in range(count):
             if n not in mine and n not in theirs:
                 mine[n] = here(n)
@@ -134,5 +142,17 @@ def share(
         os.close(queue_r)
         os.close(out_r)
         if not reaped:  # the parent failed: the child's work is of no use
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
+def _die_with(parent: int) -> None:
+    """In the child: be killed when the parent dies (Linux ``PR_SET_PDEATHSIG``), so that an
+    auction worker stopped mid-solve leaves no child solving on."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before that
+        os._exit(1)

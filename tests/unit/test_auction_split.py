@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import threading
 
 import pytest
@@ -76,6 +77,18 @@ def test_a_failed_child_leaves_its_tasks_to_the_parent(how: str) -> None:
     assert shared.there == {} and shared.tally is None
     assert shared.here == {n: n + 1 for n in range(50)}
     assert _no_children_left()
+
+
+def test_answers_arrive_when_children_are_reaped_automatically() -> None:
+    """With SIGCHLD ignored the kernel reaps the child itself (waitpid then fails): its
+    answers still count."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        shared = share(100, lambda n: -n, lambda n: -n, lambda: "tally")
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert {**shared.here, **shared.there} == {n: -n for n in range(100)}
+    assert shared.tally == "tally" or not shared.there
 
 
 def test_a_failure_in_the_parent_kills_and_reaps_the_child() -> None:
