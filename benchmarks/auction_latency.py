@@ -61,6 +61,7 @@ from arbiter.auction import (
     partial_allocation,
 )
 from arbiter.auction import payments as auction_payments
+from arbiter.auction import split as auction_split
 from arbiter.bids import generate_bid
 from arbiter.cluster import load_cluster
 from arbiter.synthetic import random_apps, random_instance
@@ -311,6 +312,8 @@ def parse_points(text: str) -> list[tuple[int, int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Ours as the arbiter's auction worker runs it: -i solves shared with a forked child.
+    auction_split.enable()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="4 grid points, a few minutes")
     parser.add_argument("--points", type=parse_points, help="grid points APPS:GPUS:ROWS,...")

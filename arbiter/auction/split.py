@@ -17,10 +17,17 @@ is solved again by the parent. The child is killed if the parent dies (Linux
 ``PR_SET_PDEATHSIG``), and by the parent if the parent's own tasks fail. The child's CPU time
 shows up in the parent's ``RUSAGE_CHILDREN`` once it is reaped (the benchmark adds it).
 
-Forking is only safe when no other thread runs (a lock held by another thread at the fork
-stays held in the child): :func:`can_fork` checks that this is the main thread and the only
-one. The arbiter's auction worker (``arbiter.decider``, a spawned, niced process) satisfies it;
-the in-thread fallback of a process with gRPC threads does not and solves sequentially.
+Forking is opt-in, per process (:func:`enable`): the arbiter's auction worker
+(``arbiter.decider``, a spawned, niced process that only solves rounds) turns it on, and so
+does the latency benchmark. Elsewhere (the simulator, replays, tests, the in-thread fallback)
+the auction stays in one process: which process solves which ``-i`` market depends on timing,
+and a solve's answer (within the payment gap) on the warm LP it starts from, so with the child
+the c_i of a market can differ from run to run within ``e^PAYMENT_GAP`` (as they differ between
+solvers), while a replay must give the same leases every time. Forking is also only safe when
+no other thread runs (a lock held by another thread at the fork stays held in the child):
+:func:`can_fork` checks that this is the main thread and the only one, so the worker's child
+shares the machine's cores with the arbiter's own process (gRPC event loop, lease book) at the
+worker's niceness, and a process with threads solves sequentially.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["can_fork", "share"]
+__all__ = ["can_fork", "enable", "share"]
 
 Mine = TypeVar("Mine")
 Theirs = TypeVar("Theirs")
@@ -49,12 +56,22 @@ _INDEX = 4
 _MAX_TASKS = 60_000 // _INDEX
 
 
+_enabled = False
+
+
+def enable(on: bool = True) -> None:
+    """Let this process share ``-i`` solves with a forked child (see the module docstring)."""
+    global _enabled
+    _enabled = on
+
+
 def can_fork() -> bool:
-    """Whether :func:`share` may fork here: POSIX, at least two CPUs, and this is the main
-    thread and the only one (fork copies only the calling thread; a lock another thread holds
-    would stay held in the child)."""
+    """Whether :func:`share` may fork here: :func:`enable` was called, POSIX, at least two
+    CPUs, and this is the main thread and the only one (fork copies only the calling thread; a
+    lock another thread holds would stay held in the child)."""
     return (
-        hasattr(os, "fork")
+        _enabled
+        and hasattr(os, "fork")
         and sys.platform != "win32"
         and (os.cpu_count() or 1) > 1
         and threading.current_thread() is threading.main_thread()

@@ -15,21 +15,54 @@ import threading
 
 import pytest
 
-from arbiter.auction import Solver, partial_allocation
+from arbiter.auction import Solver, partial_allocation, split
 from arbiter.auction import payments as auction_payments
 from arbiter.auction.split import can_fork, share
 from arbiter.cluster import load_cluster
 from arbiter.synthetic import random_instance
 
-pytestmark = pytest.mark.skipif(not can_fork(), reason="needs fork and two CPUs")
+
+@pytest.fixture(autouse=True)
+def enabled():  # type: ignore[no-untyped-def]
+    """Forking on for each test (the arbiter's auction worker turns it on)."""
+    split.enable()
+    yield
+    split.enable(False)
+
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork and two CPUs"
+)
+
+
+FORKED: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def forked(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Record the pid of every child forked during a test."""
+    real = os.fork
+
+    def fork() -> int:
+        pid = real()
+        if pid:
+            FORKED.append(pid)
+        return pid
+
+    FORKED.clear()
+    monkeypatch.setattr(os, "fork", fork)
+    yield
 
 
 def _no_children_left() -> bool:
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+    """Every child forked in this test has been reaped."""
+    for pid in FORKED:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return bool(FORKED)
 
 
 def test_every_task_answered_once_by_one_of_two_processes() -> None:
@@ -120,6 +153,8 @@ def test_no_fork_while_another_thread_runs() -> None:
         stop.set()
         other.join()
     assert can_fork()
+    split.enable(False)
+    assert not can_fork()  # not enabled: the simulator, replays and tests solve in-process
 
 
 def test_auction_with_and_without_the_fork_agree(monkeypatch: pytest.MonkeyPatch) -> None:
