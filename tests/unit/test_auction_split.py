@@ -24,8 +24,9 @@ from arbiter.synthetic import random_instance
 
 @pytest.fixture(autouse=True)
 def enabled():  # type: ignore[no-untyped-def]
-    """Forking on for each test (the arbiter's auction worker turns it on)."""
-    split.enable()
+    """Forking on for each test (the arbiter's auction worker turns it on), whatever the
+    machine's load."""
+    split.enable(when_idle=False)
     yield
     split.enable(False)
 
@@ -131,6 +132,15 @@ def test_a_failure_in_the_parent_kills_and_reaps_the_child() -> None:
     with pytest.raises(ValueError, match="parent failed"):
         share(10, here, lambda n: n, lambda: None)
     assert _no_children_left()
+
+
+def test_no_fork_without_an_idle_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpus = os.cpu_count() or 1
+    split.enable()  # as the auction worker: only when a core is idle
+    monkeypatch.setattr(os, "getloadavg", lambda: (cpus + 3.0, 1.0, 1.0))
+    assert not can_fork()
+    monkeypatch.setattr(os, "getloadavg", lambda: (cpus - 1.0, 9.0, 9.0))
+    assert can_fork()
 
 
 def test_task_count_is_checked() -> None:
