@@ -12,9 +12,10 @@ that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solve
 and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can, and
 c_i < 1 by exchange chains that meet their bound: :mod:`arbiter.auction.certify`,
 :mod:`arbiter.auction.exchange`). ``Solver.DUALS`` shares the ``-i`` solves left with a
-forked child (:mod:`arbiter.auction.split`) when it runs in a process's only thread, no time
-budget is set and the work is worth a fork (``_SPLIT_WORK``): first alone until ``_CALM``
-solves in a row add no cut, so the child starts with the cuts of the hard ones.
+forked child (:mod:`arbiter.auction.split`) when the process enabled it (the auction
+worker), runs in its only thread, a core is idle, no time budget is set and the work is worth
+a fork (``_SPLIT_WORK``): first alone until ``_CALM`` solves in a row add no cut, so the child
+starts with the cuts of the hard ones.
 """
 
 from __future__ import annotations
