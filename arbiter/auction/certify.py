@@ -58,7 +58,7 @@ one process: 2.45 s of CPU against 2.74 s).
 **Exchange chains** (:mod:`arbiter.auction.exchange`). The prices of the certificates also
 say when ``L_i`` is the optimum without i: an allocation with every app on a zero-slack
 column and every priced row full. Chains of moves from the others' PF rows look for one;
-when found, c_i comes from it without a solve (26012: 26 of its 50 ``-i`` solves).
+when found, c_i comes from it without a solve (26012: 19-28 of its 50 ``-i`` solves).
 
 **Keeping the cuts.** A market whose PF LP the zero-half cuts closed (the tail's symmetric
 gap) never gives them up (``_give_up``): with the ``-i`` solves shared with a child

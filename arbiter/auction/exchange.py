@@ -10,7 +10,7 @@ columns. For any allocation x of that market::
 
 (``slack_k`` = reduced cost of column k less its app's smallest), so x is optimal when every
 app sits on a column of zero slack and every priced row is used to the full. On the
-benchmark's 64 x 256 x 32 tail this bound is very often the optimum (26012: 32 of its 51
+benchmark's 64 x 256 x 32 tail this bound is often the optimum (26012: about 31 of its 50
 markets without one app whose c_i the certificate cannot settle): the others really gain
 from i's GPUs, by exactly what those GPUs and cuts are priced at.
 
