@@ -189,7 +189,7 @@ def _pf_and_payments(
     todo: list[tuple[int, int, dict[int, int]]] = []
     for k, comp in enumerate(comps):
         # Solver.DUALS: Lagrangian bounds of every market without one app, from one LP's
-        # duals (arbiter.auction.cycles), computed when a cheap test below does not settle c_i.
+        # duals (arbiter.auction.certify), computed when a cheap test below does not settle c_i.
         bounds: dict[int, float] | None = None
         users: dict[int, set[int]] = {}
         for a in comp:
