@@ -9,8 +9,13 @@ is empty, when no other app has a row touching G_i,pf, or when every other app a
 its best row. Each ``-i`` solve starts from the PF rows of the others as incumbent and requires
 the starving apps the PF served (spec B.5 Gap 2). Without a time budget, the ``-i`` solves
 that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``
-and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can:
-:mod:`arbiter.auction.certify`).
+and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can, and
+c_i < 1 by exchange chains that meet their bound: :mod:`arbiter.auction.certify`,
+:mod:`arbiter.auction.exchange`). ``Solver.DUALS`` shares the ``-i`` solves left with a
+forked child (:mod:`arbiter.auction.split`) when the process enabled it (the auction
+worker), runs in its only thread, a core is idle, no time budget is set and the work is worth
+a fork (``_SPLIT_WORK``): first alone until ``_CALM`` solves in a row add no cut, so the child
+starts with the cuts of the hard ones.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from arbiter.auction.solve import (
     _optimum_or_defer,
     _past,
 )
+from arbiter.auction.split import can_fork, share
 
 __all__ = ["PAYMENT_GAP"]
 
@@ -43,6 +49,13 @@ _C_FLOOR = math.ulp(0.0)
 # Threads for the MILP fallbacks of the ``-i`` solves (HiGHS runs without the GIL); on this
 # 2-core machine two ran six fallbacks of the benchmark's 64 x 256 x 32 tail 2.3x faster.
 _WORKERS = min(2, os.cpu_count() or 1)
+# Least work (``-i`` solves x columns of their market) worth a fork (arbiter.auction.split):
+# forking and reaping the child costs 3-6 ms here, a warm ``-i`` solve 1-3 ms on a market of
+# 2,000 columns (64 x 256 x 32) but a fraction of a millisecond on 300 (16 x 64 x 16, where
+# a fork per auction made the p95 worse).
+_SPLIT_WORK = 16_000
+# ``-i`` solves in a row that must add no cut before the rest are shared with a child.
+_CALM = 3
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
@@ -82,6 +95,20 @@ def _reassign(apps: list[_App], kept: Mapping[int, int]) -> dict[int, int]:
                 choice[a] = best_r
                 improved = True
     return choice
+
+
+# A ``-i`` solve's answer: an allocation, a MILP fallback running on the pool, or one to run.
+Answer = dict[int, int] | Future[dict[int, int]] | Callable[[], dict[int, int]]
+
+
+def _work(markets: Mapping[int, _Market], todo: list[tuple[int, int, dict[int, int]]]) -> int:
+    """``-i`` solves times the columns of their market: what a fork must be worth."""
+    return sum(markets[k].lp.num_col_ for k, _, _ in todo if k in markets)
+
+
+def _cut_count(markets: Mapping[int, _Market]) -> int:
+    """Cuts (clique and zero-half) in all the markets' warm LPs."""
+    return sum(len(m.cuts) + len(getattr(m, "zero_half", ())) for m in markets.values())
 
 
 def _slice(end: float | None, left: int, clock: Callable[[], float]) -> float | None:
@@ -162,7 +189,7 @@ def _pf_and_payments(
     todo: list[tuple[int, int, dict[int, int]]] = []
     for k, comp in enumerate(comps):
         # Solver.DUALS: Lagrangian bounds of every market without one app, from one LP's
-        # duals (arbiter.auction.cycles), computed when a cheap test below does not settle c_i.
+        # duals (arbiter.auction.certify), computed when a cheap test below does not settle c_i.
         bounds: dict[int, float] | None = None
         users: dict[int, set[int]] = {}
         for a in comp:
@@ -192,6 +219,13 @@ def _pf_and_payments(
                     c[i] = 1.0
                     without[i] = -_cost(apps, kept)
                     continue
+                # Exchange chains that meet the bound: the optimum within the gap, no solve.
+                found = market.settle(kept, bounds[i] + payment_gap) if i in bounds else None
+                if found is not None:
+                    value = _cost(apps, found)
+                    c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
+                    without[i] = -min(value, _cost(apps, kept))
+                    continue
             todo.append((k, i, kept))
     stopped = 0
     # Without a time budget the ``-i`` solves the warm LP cannot finish go to HiGHS's MILP on
@@ -199,50 +233,102 @@ def _pf_and_payments(
     # (Solver.PAIRS, the previous solver, stays sequential.)
     concurrent = newer and time_budget is None and not naive and _WORKERS > 1
     pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
-    opts: list[dict[int, int] | Future[dict[int, int]]] = []
+
+    def solve_at(n: int, defer: bool, hold: bool = False) -> Answer:
+        """The optimum of the ``n``-th market without one app (a MILP fallback on the pool
+        when ``defer``, or returned as a call to make later when ``hold``)."""
+        nonlocal pool, stopped
+        k, i, kept = todo[n]
+        comp, market = comps[k], markets.get(k)
+        excluded = lost[k] | {i}
+        if naive and market:
+            return market.solve_milp(excluded)
+        if end is not None and _past(end, clock):
+            stopped += 1
+            return _reassign(apps, kept)  # budget spent: local moves
+        hint = kept
+        if market and end is not None:
+            market.deadline = _slice(end, len(todo) - n, clock)
+            hint = _reassign(apps, kept)
+        # Every optimum without i keeps all of the market served (Gap 2), so starving
+        # members may be required to get GPUs: this removes ρ = ∞ from the LP.
+        required = frozenset(a for a in kept if apps[a].starving)
+        found = _optimum_or_defer(
+            apps,
+            comp,
+            market,
+            excluded,
+            hint=hint,
+            required=required,
+            gap=payment_gap,
+            defer=defer,
+            # A MILP fallback starts from the others' local moves into i's GPUs.
+            improve=(lambda h: _reassign(apps, h)) if newer else None,
+        )
+        if isinstance(found, dict) or hold:
+            return found
+        pool = pool or ThreadPoolExecutor(_WORKERS)
+        return pool.submit(found)
+
+    opts: list[Answer] = []
+
+    def release() -> None:
+        """The MILP fallbacks held back before the fork go to the pool."""
+        nonlocal pool
+        for n, opt in enumerate(opts):
+            if callable(opt):
+                pool = pool or ThreadPoolExecutor(_WORKERS)
+                opts[n] = pool.submit(opt)
+
+    child_milp = 0
     try:
-        for n, (k, i, kept) in enumerate(todo):
-            comp, market = comps[k], markets.get(k)
-            excluded = lost[k] | {i}
-            opt: dict[int, int] | Future[dict[int, int]]
-            if naive and market:
-                opt = market.solve_milp(excluded)
-            elif end is not None and _past(end, clock):
-                opt, stopped = _reassign(apps, kept), stopped + 1  # budget spent: local moves
-            else:
-                hint = kept
-                if market and end is not None:
-                    market.deadline = _slice(end, len(todo) - n, clock)
-                    hint = _reassign(apps, kept)
-                # Every optimum without i keeps all of the market served (Gap 2), so starving
-                # members may be required to get GPUs: this removes ρ = ∞ from the LP.
-                required = frozenset(a for a in kept if apps[a].starving)
-                found = _optimum_or_defer(
-                    apps,
-                    comp,
-                    market,
-                    excluded,
-                    hint=hint,
-                    required=required,
-                    gap=payment_gap,
-                    defer=concurrent,
-                    # A MILP fallback starts from the others' local moves into i's GPUs.
-                    improve=(lambda h: _reassign(apps, h)) if newer else None,
-                )
-                if isinstance(found, dict):
-                    opt = found
-                else:
-                    pool = pool or ThreadPoolExecutor(_WORKERS)
-                    opt = pool.submit(found)
-            opts.append(opt)
+        n = 0
+        if concurrent and solver is Solver.DUALS and can_fork():
+            # Solver.DUALS: the ``-i`` solves shared with a forked child
+            # (arbiter.auction.split), once the cuts have settled: until ``_CALM`` solves in a
+            # row add none, this process solves alone, so the child starts with every cut the
+            # hard solves found. Their MILP fallbacks wait for the fork (no thread may run at
+            # a fork), then go to the pool while this process goes on.
+            calm = 0
+            while n < len(todo) and calm < _CALM and _work(markets, todo[n:]) >= _SPLIT_WORK:
+                cuts = _cut_count(markets)
+                opts.append(solve_at(n, True, hold=True))
+                n += 1
+                calm = calm + 1 if _cut_count(markets) == cuts else 0
+            if _work(markets, todo[n:]) >= _SPLIT_WORK:
+                first = n
+                milp_before = sum(m.milp_solves for m in markets.values())
+
+                def child_milp_solves() -> int:
+                    return sum(m.milp_solves for m in markets.values()) - milp_before
+
+                def in_child(task: int) -> dict[int, int]:
+                    found = solve_at(first + task, False)
+                    assert isinstance(found, dict)
+                    return found
+
+                def in_parent(task: int) -> Answer:
+                    release()
+                    return solve_at(first + task, True)
+
+                shared = share(len(todo) - first, in_parent, in_child, child_milp_solves)
+                for task in range(len(todo) - first):
+                    opts.append(shared.here[task] if task in shared.here else shared.there[task])
+                child_milp = shared.tally or 0
+                n = len(todo)
+        release()
+        opts += [solve_at(k, concurrent) for k in range(n, len(todo))]
         for (_, i, kept), opt in zip(todo, opts, strict=True):
-            value = _cost(apps, opt if isinstance(opt, dict) else opt.result())
+            if isinstance(opt, dict):
+                value = _cost(apps, opt)
+            else:
+                value = _cost(apps, opt.result() if isinstance(opt, Future) else opt())
             c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
             without[i] = -min(value, _cost(apps, kept))
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-    milp = sum(m.milp_solves for m in markets.values())
+    milp = sum(m.milp_solves for m in markets.values()) + child_milp
     stopped += sum(m.budget_stops for m in markets.values())
     # Other components keep their PF rows when i leaves: add their value to the optimum.
     total = sum(comp_value.values())
