@@ -30,7 +30,6 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from types import MappingProxyType
 
-from arbiter.auction import split
 from arbiter.policies.base import Decision, Policy, Snapshot
 
 __all__ = ["Decider", "ProcessDecider", "decide_inline"]
@@ -58,9 +57,6 @@ def _worker_main(conn, niceness: int) -> None:
     exited, even by SIGKILL: the pipe then reads EOF)."""
     with contextlib.suppress(OSError):  # not permitted: run at normal priority
         os.nice(niceness)
-    # This process only solves rounds, in its only thread: its auctions may share their
-    # ``-i`` solves with a forked child (a second core, at the same niceness).
-    split.enable()
     conn.send(("ready", os.getpid()))
     while True:
         try:

@@ -11,9 +11,7 @@ solve, the n solves without each app, c_i, leftover):
   requiring every starving app when a greedy allocation serves them all, zero-half cuts
   (:mod:`arbiter.auction.zerohalf`), reduced-cost fixing at each solve's root and LP rounding
   (:mod:`arbiter.auction.certify`), c_i < 1 settled by exchange chains that meet the
-  Lagrangian bound (:mod:`arbiter.auction.exchange`), and, as in the arbiter's auction
-  worker, the ``-i`` solves left shared with a forked child while the load average leaves a
-  core idle (:mod:`arbiter.auction.split`; its CPU time is counted in ours);
+  Lagrangian bound (:mod:`arbiter.auction.exchange`);
 * **previous**: ``partial_allocation(..., solver=Solver.CLIQUES)`` (conflict components, LP with
   warm starts and maximal-clique cuts of the conflict graph, small branch and bound, HiGHS MILP
   fallback without presolve, seeded with the cuts), on every instance; its answers are checked
@@ -50,7 +48,6 @@ import os
 import platform
 import pstats
 import random
-import resource
 import statistics
 import sys
 import time
@@ -62,7 +59,6 @@ from arbiter.auction import (
     partial_allocation,
 )
 from arbiter.auction import payments as auction_payments
-from arbiter.auction import split as auction_split
 from arbiter.bids import generate_bid
 from arbiter.cluster import load_cluster
 from arbiter.synthetic import random_apps, random_instance
@@ -75,13 +71,6 @@ QUICK_GRID = [(4, 16, 8), (16, 64, 16), (64, 64, 32), (64, 256, 32)]
 TARGETS = {(64, 256, 32): 100.0, (16, 64, 16): 10.0}
 BID_TARGET_MS = 20.0
 COARSE_GAP = 1e-2  # payment_gap of the "coarse" column: c_i within 1 %
-
-
-def cpu_time() -> float:
-    """CPU seconds of this process (all threads) and of its reaped children: ours shares its
-    ``-i`` solves with a forked child (arbiter.auction.split), reaped before it returns."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def pct(values: list[float], q: float) -> float:
@@ -117,7 +106,7 @@ def bench_auction(grid, instances: int, naive_instances: int) -> list[dict]:
     for k, (apps, gpus, rows) in enumerate(grid):
         progress(k, len(grid), f"{apps}x{gpus}x{rows}")
         ours, previous, coarse, naive, ours_cpu = [], [], [], [], []
-        mismatches = previous_mismatches = milp = previous_milp = forked = 0
+        mismatches = previous_mismatches = milp = previous_milp = 0
         for seed in range(instances):
             bids, offered = random_instance(cluster, apps, gpus, rows, seed=seed_of(k, seed, grid))
             # Ours and the previous solver take turns going first (a shared machine's load
@@ -125,12 +114,11 @@ def bench_auction(grid, instances: int, naive_instances: int) -> list[dict]:
             order = [OURS, PREVIOUS][:: 1 if seed % 2 == 0 else -1]
             timed = {}
             for solver in order:
-                t, cpu, forks = time.perf_counter(), cpu_time(), auction_split.forks
+                t, cpu = time.perf_counter(), time.process_time()
                 result = partial_allocation(bids, offered, solver=solver)
                 timed[solver] = (result, (time.perf_counter() - t) * 1e3)
                 if solver is OURS:
-                    ours_cpu.append((cpu_time() - cpu) * 1e3)
-                    forked += auction_split.forks > forks
+                    ours_cpu.append((time.process_time() - cpu) * 1e3)
             (r, ms), (rp, previous_ms) = timed[OURS], timed[PREVIOUS]
             ours.append(ms)
             previous.append(previous_ms)
@@ -157,12 +145,9 @@ def bench_auction(grid, instances: int, naive_instances: int) -> list[dict]:
             "max_ms": round(max(ours), 3),
             "solver": OURS.value,
             "previous_solver": PREVIOUS.value,
-            # CPU time during ours (the process's threads and the forked child that shares
-            # the -i solves): the machine is shared
+            # CPU time of the process (both worker threads) during ours: the machine is shared
             "cpu_p50_ms": round(statistics.median(ours_cpu), 3),
             "cpu_p95_ms": round(pct(ours_cpu, 95), 3),
-            # instances where ours shared its -i solves with a forked child (a core was idle)
-            "forked_instances": forked,
             "previous_p50_ms": round(statistics.median(previous), 3),
             "previous_p95_ms": round(pct(previous, 95), 3),
             "previous_max_ms": round(max(previous), 3),
@@ -220,10 +205,9 @@ PROFILE_PARTS = {
 def profile_points(points, instances: int) -> list[dict]:
     """Ours on ``points`` under cProfile: share of its time in each part.
 
-    cProfile sees one thread of one process, so the MILP fallbacks run on the calling thread
-    here and no ``-i`` solve goes to a forked child (``payments._WORKERS = 1`` turns both
-    off): the shares are of the sequential work, and the total is what the auction costs
-    without its worker threads and its child.
+    cProfile sees one thread, so the MILP fallbacks run on the calling thread here
+    (``payments._WORKERS = 1``): the shares are of the sequential work, and the total is what
+    the auction costs without its two worker threads.
     """
     cluster = load_cluster("themis-sim-256")
     out = []
@@ -316,9 +300,6 @@ def parse_points(text: str) -> list[tuple[int, int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Ours as the arbiter's auction worker runs it: -i solves shared with a forked child
-    # while a core is idle. A record notes how many of ours forked (the load decides).
-    auction_split.enable()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="4 grid points, a few minutes")
     parser.add_argument("--points", type=parse_points, help="grid points APPS:GPUS:ROWS,...")
@@ -352,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{naive_instances} (naive)"
     )
     cols = ["apps", "gpus", "rows", "p50 ms", "p95 ms", "prev p50", "prev p95", "p50 x"]
-    cols += ["p95 x", "naive p50", "target", "c±1% p95", "cpu p95", "forked"]
+    cols += ["p95 x", "naive p50", "target", "c±1% p95", "cpu p95"]
     rows = []
     for r in auction:
         target = ""
@@ -363,7 +344,6 @@ def main(argv: list[str] | None = None) -> int:
         cells += [f"{r['p95_ms']:.1f}", f"{r['previous_p50_ms']:.1f}"]
         cells += [f"{r['previous_p95_ms']:.1f}", f"{r['ratio_p50']:.1f}x", f"{r['ratio_p95']:.1f}x"]
         cells += [naive, target, f"{r['coarse_p95_ms']:.1f}", f"{r['cpu_p95_ms']:.1f}"]
-        cells += [str(r["forked_instances"])]
         rows.append(cells)
     print(format_table(cols, rows, align=">", sep="", min_width=10))
     print("\nAgent bid generation (demand 8, <= 32 rows)")

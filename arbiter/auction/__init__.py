@@ -45,9 +45,7 @@ Speed comes from the problem's structure, not from approximations:
   solve's root and rounds fractional LP points into incumbents (a node stops separating once
   its bound meets one). Where the Lagrangian bound is the optimum without i, exchange chains
   under the same prices (:mod:`arbiter.auction.exchange`) find an allocation that meets it,
-  and c_i needs no solve either. In the arbiter's auction worker, while a core is idle, the
-  ``-i`` solves left are shared with a forked child process (:mod:`arbiter.auction.split`),
-  once the first of them have stopped adding cuts;
+  and c_i needs no solve either;
 * tiny components are enumerated.
 
 The PF allocation is solved to optimality (gap 1e-9 in Σ log ρ). The ``-i`` solves, which only

@@ -61,9 +61,9 @@ column and every priced row full. Chains of moves from the others' PF rows look 
 when found, c_i comes from it without a solve (26012: 19-28 of its 50 ``-i`` solves).
 
 **Keeping the cuts.** A market whose PF LP the zero-half cuts closed (the tail's symmetric
-gap) never gives them up (``_give_up``): with the ``-i`` solves shared with a child
-(:mod:`arbiter.auction.split`), each process counts its own MILP fallbacks, and three early
-ones in a process sent every later solve of 26000 to the MILP (1-1.7 s instead of 0.3).
+gap) never gives them up (``_give_up``): three early MILP fallbacks (which fall differently
+with the order of the solves) sent every later solve of 26000 to the MILP (1-1.7 s instead
+of 0.3).
 """
 
 from __future__ import annotations

@@ -11,11 +11,7 @@ the starving apps the PF served (spec B.5 Gap 2). Without a time budget, the ``-
 that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``
 and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can, and
 c_i < 1 by exchange chains that meet their bound: :mod:`arbiter.auction.certify`,
-:mod:`arbiter.auction.exchange`). ``Solver.DUALS`` shares the ``-i`` solves left with a
-forked child (:mod:`arbiter.auction.split`) when the process enabled it (the auction
-worker), runs in its only thread, a core is idle, no time budget is set and the work is worth
-a fork (``_SPLIT_WORK``): first alone until ``_CALM`` solves in a row add no cut, so the child
-starts with the cuts of the hard ones.
+:mod:`arbiter.auction.exchange`).
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ from arbiter.auction.solve import (
     _optimum_or_defer,
     _past,
 )
-from arbiter.auction.split import can_fork, share
 
 __all__ = ["PAYMENT_GAP"]
 
@@ -49,13 +44,6 @@ _C_FLOOR = math.ulp(0.0)
 # Threads for the MILP fallbacks of the ``-i`` solves (HiGHS runs without the GIL); on this
 # 2-core machine two ran six fallbacks of the benchmark's 64 x 256 x 32 tail 2.3x faster.
 _WORKERS = min(2, os.cpu_count() or 1)
-# Least work (``-i`` solves x columns of their market) worth a fork (arbiter.auction.split):
-# forking and reaping the child costs 3-6 ms here, a warm ``-i`` solve 1-3 ms on a market of
-# 2,000 columns (64 x 256 x 32) but a fraction of a millisecond on 300 (16 x 64 x 16, where
-# a fork per auction made the p95 worse).
-_SPLIT_WORK = 16_000
-# ``-i`` solves in a row that must add no cut before the rest are shared with a child.
-_CALM = 3
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
@@ -97,18 +85,8 @@ def _reassign(apps: list[_App], kept: Mapping[int, int]) -> dict[int, int]:
     return choice
 
 
-# A ``-i`` solve's answer: an allocation, a MILP fallback running on the pool, or one to run.
-Answer = dict[int, int] | Future[dict[int, int]] | Callable[[], dict[int, int]]
-
-
-def _work(markets: Mapping[int, _Market], todo: list[tuple[int, int, dict[int, int]]]) -> int:
-    """``-i`` solves times the columns of their market: what a fork must be worth."""
-    return sum(markets[k].lp.num_col_ for k, _, _ in todo if k in markets)
-
-
-def _cut_count(markets: Mapping[int, _Market]) -> int:
-    """Cuts (clique and zero-half) in all the markets' warm LPs."""
-    return sum(len(m.cuts) + len(getattr(m, "zero_half", ())) for m in markets.values())
+# A ``-i`` solve's answer: an allocation, or a MILP fallback running on the pool.
+Answer = dict[int, int] | Future[dict[int, int]]
 
 
 def _slice(end: float | None, left: int, clock: Callable[[], float]) -> float | None:
@@ -234,9 +212,9 @@ def _pf_and_payments(
     concurrent = newer and time_budget is None and not naive and _WORKERS > 1
     pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
 
-    def solve_at(n: int, defer: bool, hold: bool = False) -> Answer:
+    def solve_at(n: int, defer: bool) -> Answer:
         """The optimum of the ``n``-th market without one app (a MILP fallback on the pool
-        when ``defer``, or returned as a call to make later when ``hold``)."""
+        when ``defer``)."""
         nonlocal pool, stopped
         k, i, kept = todo[n]
         comp, market = comps[k], markets.get(k)
@@ -265,70 +243,21 @@ def _pf_and_payments(
             # A MILP fallback starts from the others' local moves into i's GPUs.
             improve=(lambda h: _reassign(apps, h)) if newer else None,
         )
-        if isinstance(found, dict) or hold:
+        if isinstance(found, dict):
             return found
         pool = pool or ThreadPoolExecutor(_WORKERS)
         return pool.submit(found)
 
-    opts: list[Answer] = []
-
-    def release() -> None:
-        """The MILP fallbacks held back before the fork go to the pool."""
-        nonlocal pool
-        for n, opt in enumerate(opts):
-            if callable(opt):
-                pool = pool or ThreadPoolExecutor(_WORKERS)
-                opts[n] = pool.submit(opt)
-
-    child_milp = 0
     try:
-        n = 0
-        if concurrent and solver is Solver.DUALS and can_fork():
-            # Solver.DUALS: the ``-i`` solves shared with a forked child
-            # (arbiter.auction.split), once the cuts have settled: until ``_CALM`` solves in a
-            # row add none, this process solves alone, so the child starts with every cut the
-            # hard solves found. Their MILP fallbacks wait for the fork (no thread may run at
-            # a fork), then go to the pool while this process goes on.
-            calm = 0
-            while n < len(todo) and calm < _CALM and _work(markets, todo[n:]) >= _SPLIT_WORK:
-                cuts = _cut_count(markets)
-                opts.append(solve_at(n, True, hold=True))
-                n += 1
-                calm = calm + 1 if _cut_count(markets) == cuts else 0
-            if _work(markets, todo[n:]) >= _SPLIT_WORK:
-                first = n
-                milp_before = sum(m.milp_solves for m in markets.values())
-
-                def child_milp_solves() -> int:
-                    return sum(m.milp_solves for m in markets.values()) - milp_before
-
-                def in_child(task: int) -> dict[int, int]:
-                    found = solve_at(first + task, False)
-                    assert isinstance(found, dict)
-                    return found
-
-                def in_parent(task: int) -> Answer:
-                    release()
-                    return solve_at(first + task, True)
-
-                shared = share(len(todo) - first, in_parent, in_child, child_milp_solves)
-                for task in range(len(todo) - first):
-                    opts.append(shared.here[task] if task in shared.here else shared.there[task])
-                child_milp = shared.tally or 0
-                n = len(todo)
-        release()
-        opts += [solve_at(k, concurrent) for k in range(n, len(todo))]
+        opts = [solve_at(n, concurrent) for n in range(len(todo))]
         for (_, i, kept), opt in zip(todo, opts, strict=True):
-            if isinstance(opt, dict):
-                value = _cost(apps, opt)
-            else:
-                value = _cost(apps, opt.result() if isinstance(opt, Future) else opt())
+            value = _cost(apps, opt if isinstance(opt, dict) else opt.result())
             c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
             without[i] = -min(value, _cost(apps, kept))
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-    milp = sum(m.milp_solves for m in markets.values()) + child_milp
+    milp = sum(m.milp_solves for m in markets.values())
     stopped += sum(m.budget_stops for m in markets.values())
     # Other components keep their PF rows when i leaves: add their value to the optimum.
     total = sum(comp_value.values())

@@ -192,9 +192,8 @@ def test_core_passes_the_auction_knobs_to_the_decider(tmp_path) -> None:
 
 
 def test_worker_solves_a_large_round_like_inline(decider: ProcessDecider) -> None:
-    """A 64-app round on 256 GPUs (the auction benchmark's tail instance 26012): in the worker
-    the ``-i`` solves may be shared with a forked child of the worker when a core is idle
-    (arbiter.auction.split); the outcome is the in-thread one."""
+    """A 64-app round on 256 GPUs (the auction benchmark's tail instance 26012, MILP fallbacks
+    on the worker's threads): the worker's outcome is the in-thread one."""
     from arbiter.cluster import load_cluster
     from arbiter.synthetic import random_instance
 
@@ -208,7 +207,7 @@ def test_worker_solves_a_large_round_like_inline(decider: ProcessDecider) -> Non
                         demand=dict.fromkeys(apps, 8), bids=bid_of)  # fmt: skip
     policy = Themis(lease_s=30.0, seed=1)
     remote = decider(policy, snapshot).outcome.result
-    local = decide_inline(policy, snapshot).outcome.result  # one process: not enabled here
+    local = decide_inline(policy, snapshot).outcome.result
     # The same PF value and the same optimum of each market without one app, within the
     # payment gap (which optimal allocation, hence the leftover, may differ: ties break by
     # each process's hash seed).
