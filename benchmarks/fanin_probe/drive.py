@@ -24,6 +24,8 @@ def Popen(cmd, *a, env=None, **k):
             **env,
             "PYTHONPATH": str(Path(__file__).resolve().parent) + ":" + env["PYTHONPATH"],
             "FANIN_LAG_OUT": str(lagfile),
+            "FANIN_STALLS": str(out.with_suffix("")),
+            "FANIN_TIME": os.environ.get("FANIN_TIME", ""),
         }
     return _Popen(cmd, *a, env=env, **k)
 

@@ -1,6 +1,7 @@
 # measurement probe only (not part of the project): event-loop lag of the served arbiter
 import asyncio
 import os
+import sys
 import threading
 import time
 
@@ -54,3 +55,9 @@ if _out:
                 _gc.clear()
 
     gc.callbacks.append(_cb)
+if os.environ.get("FANIN_STALLS"):
+    # what blocks the loop: stacks at its stalls, slow holds of the core's lock (stalls.py)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import stalls
+
+    stalls.install()
