@@ -26,6 +26,7 @@ def Popen(cmd, *a, env=None, **k):
             "FANIN_LAG_OUT": str(lagfile),
             "FANIN_STALLS": str(out.with_suffix("")),
             "FANIN_TIME": os.environ.get("FANIN_TIME", ""),
+            "FANIN_SWITCH": os.environ.get("FANIN_SWITCH", ""),
         }
     return _Popen(cmd, *a, env=env, **k)
 

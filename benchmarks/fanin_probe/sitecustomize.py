@@ -61,3 +61,5 @@ if os.environ.get("FANIN_STALLS"):
     import stalls
 
     stalls.install()
+if os.environ.get("FANIN_SWITCH"):
+    sys.setswitchinterval(float(os.environ["FANIN_SWITCH"]))
