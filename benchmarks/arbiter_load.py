@@ -61,6 +61,9 @@ ADMIN_TOKEN = "load-admin"
 ACK_TIMEOUT_S = 5.0  # a heartbeat unanswered this long is an error (the unary call's deadline)
 # what the heartbeat round trip is called in each transport's latencies
 HEARTBEAT = {"unary": "ReportProgress", "stream": "Heartbeat->ack"}
+# Agents that share one gRPC channel (one HTTP/2 connection) in the load generator (a real
+# Agent has a connection of its own)
+AGENTS_PER_CHANNEL = 50
 
 
 def pct(values: list[float], q: float) -> float:
@@ -293,6 +296,16 @@ print(*(f"{x:.3f}" for x in lag))
 """
 
 
+def cpu_pressure_us() -> float:
+    """The machine's CPU pressure so far (``/proc/pressure/cpu`` "some" total: microseconds
+    some runnable task waited for a CPU), NaN where there is no PSI."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    except OSError:
+        return float("nan")
+    return float(line.rpartition("total=")[2])
+
+
 def own_cpu_seconds() -> float:
     t = psutil.Process().cpu_times()
     return t.user + t.system
@@ -309,6 +322,7 @@ async def run_part(
     main: bool,
     profile: str = "",
     quiet: bool = True,
+    per_channel: int = AGENTS_PER_CHANNEL,
 ) -> dict:
     """One load process: agents ``ks`` and ``subscribers`` share subscribers. Every part ramps
     up, meets the others at ``sync`` (a barrier), warms up and measures for ``seconds``; the
@@ -319,7 +333,8 @@ async def run_part(
     stats = Stats()
     stop = asyncio.Event()
     channels = [
-        grpc.aio.insecure_channel(f"localhost:{port}") for _ in range(max(1, len(ks) // 50))
+        grpc.aio.insecure_channel(f"localhost:{port}")
+        for _ in range(max(1, len(ks) // per_channel))
     ]
     tasks = [
         asyncio.create_task(
@@ -381,6 +396,7 @@ async def run_part(
         if main
         else None
     )
+    psi0, load0 = cpu_pressure_us(), os.getloadavg()[0]
     t0 = time.perf_counter()
     for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
@@ -389,6 +405,7 @@ async def run_part(
     lag_task = asyncio.create_task(loop_lag(stats, stop))
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
+    psi1, load1 = cpu_pressure_us(), os.getloadavg()[0]
     cpu1 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
     r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
     delivered = len(stats.lat[beat_kind])
@@ -434,6 +451,10 @@ async def run_part(
         "rounds": r1 - r0,
         "share_updates": stats.share_updates,
         "main": main,
+        # the machine meanwhile: CPU pressure (share of the time some task waited for a CPU)
+        # and the 1-minute load average at the start and the end
+        "cpu_pressure": (psi1 - psi0) / 1e6 / elapsed,
+        "loadavg": (load0, load1),
     }
 
 
@@ -453,6 +474,7 @@ def run_load(
     procs: int = 1,
     profile: str = "",
     quiet: bool = True,
+    per_channel: int = AGENTS_PER_CHANNEL,
 ) -> dict:
     """Drive ``agents`` Agents (and a tenth as many share subscribers) over ``transport`` from
     ``procs`` load processes (their GC quiet or not: :func:`run_part`); merge their
@@ -462,7 +484,7 @@ def run_load(
     cut = [agents * p // procs for p in range(procs + 1)]
     parts = [
         (port, range(cut[p], cut[p + 1]), subs * (p + 1) // procs - subs * p // procs, seconds,
-         transport, server_pid, p == 0, profile, quiet)
+         transport, server_pid, p == 0, profile, quiet, per_channel)
         for p in range(procs)
     ]  # fmt: skip
     if procs == 1:
@@ -507,7 +529,10 @@ def run_load(
         "transport": transport,
         "load_processes": procs,
         "generator_gc": "quiet" if quiet else "default",
+        "agents_per_channel": per_channel,
         "seconds": round(elapsed, 1),
+        "cpu_pressure_some": round(main_part["cpu_pressure"], 3),
+        "loadavg_1m": [round(x, 2) for x in main_part["loadavg"]],
         "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
         "settle_s": round(max(r["settle_s"] for r in results), 1),  # the backlog's drain
         "agents_up": sum(r["up"] for r in results) - subs,
@@ -589,6 +614,7 @@ def serve_and_load(
     procs: int,
     profile: str = "",
     quiet: bool = True,
+    per_channel: int = AGENTS_PER_CHANNEL,
 ) -> dict:
     """Serve the arbiter of the tree ``root`` in its own process and drive it (``profile``: a
     py-spy raw file to sample it into while measuring)."""
@@ -622,7 +648,7 @@ def serve_and_load(
                 wait_serving(port, server)
                 return run_load(
                     port, agents, seconds, transport, server.pid, procs=procs, profile=profile,
-                    quiet=quiet,
+                    quiet=quiet, per_channel=per_channel,
                 )  # fmt: skip
             finally:
                 server.terminate()
@@ -692,7 +718,10 @@ def profile_summary(raw: Path, top: int = 15) -> dict:
 def fmt(rec: dict) -> str:
     p50, p99 = rec["p50_ms"], rec["p99_ms"]
     return (
-        f"{rec['config']:15s} gen-gc {rec['generator_gc']:7s} agents {rec['agents']:5d}: "
+        f"{rec['config']:15s} gen-gc {rec['generator_gc']:7s} agents {rec['agents']:5d} "
+        f"({rec['agents_per_channel']} per channel; CPU pressure "
+        f"{rec['cpu_pressure_some']:.0%}, load {rec['loadavg_1m'][0]:.1f}->"
+        f"{rec['loadavg_1m'][1]:.1f}): "
         f"load lag p99 {rec['load_loop_lag_p99_ms']:.0f} max {rec['load_loop_lag_max_ms']:.0f} "
         f"ms (idle process p99 {rec['idle_timer_lag_p99_ms']:.0f} max "
         f"{rec['idle_timer_lag_max_ms']:.0f} ms), {rec['load_gc_pauses']} GC pauses "
@@ -751,6 +780,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the load generator's cyclic GC: frozen after ramp-up (quiet, as serve does for "
         "the arbiter), Python's defaults, or both in turn for each configuration",
     )
+    parser.add_argument(
+        "--agents-per-channel",
+        type=int,
+        default=AGENTS_PER_CHANNEL,
+        help="Agents of the load generator that share one gRPC channel (HTTP/2 connection; "
+        "default %(default)s)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -781,6 +817,7 @@ def main(argv: list[str] | None = None) -> int:
                 rec = serve_and_load(
                     roots[server], n, args.seconds, transport, args.policy, args.load_processes,
                     profile=str(raw or ""), quiet=gc_mode == "quiet",
+                    per_channel=args.agents_per_channel,
                 )  # fmt: skip
                 rec = {"config": config, "server": server, **rec}
                 if raw is not None and raw.is_file():
