@@ -1,18 +1,23 @@
-"""A heartbeat never waits for the core's lock (ArbiterCore.beat): one that finds it held by
-another thread (the scheduling loop calling for bids or closing a round) is kept and applied,
-in order, by the next holder, before anything that reads what heartbeats change."""
+"""Fan-in on one event loop. A heartbeat never waits for the core's lock (ArbiterCore.beat):
+one that finds it held by another thread (the scheduling loop calling for bids or closing a
+round) is kept and applied, in order, by the next holder, before anything that reads what
+heartbeats change. And serve hands the GIL back to the loop quickly."""
 
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+import pytest
 
 from arbiter.cluster import shorthand_cluster
 from arbiter.config import load_config
 from arbiter.core import ArbiterCore
 from arbiter.journal import SQLiteJournal
+from arbiter.server import SWITCH_INTERVAL_S, short_gil_slices
 from arbiter.sessions import Progress
 
 CLUSTER = shorthand_cluster("nodes:2:4")
@@ -165,3 +170,15 @@ def test_heartbeats_from_many_threads_while_the_lock_changes_hands_are_all_appli
     c.snapshot()
     assert not c._beats
     assert {c.sessions.progress[a] for a in apps} == {Progress(300, 0, 0.5)}
+
+
+def test_serve_hands_the_gil_back_to_the_event_loop_within_half_a_millisecond() -> None:
+    """serve's GIL slice (arbiter.server.short_gil_slices): set, and the old one returned."""
+    before = sys.getswitchinterval()
+    try:
+        assert short_gil_slices() == before
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
+        assert before > SWITCH_INTERVAL_S  # shorter than Python's 5 ms default
+        assert short_gil_slices(0.002) == pytest.approx(SWITCH_INTERVAL_S)
+    finally:
+        sys.setswitchinterval(before)
