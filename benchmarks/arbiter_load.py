@@ -14,6 +14,7 @@ their fair share. Three configurations, at each Agent count:
 * ``ours/stream``: this tree's arbiter, one Heartbeat on the stream carrying the progress report
   and asking for a ``HeartbeatAck``, whose round trip is the heartbeat's.
 
+The Agents run in ``--load-processes`` processes (default 2), each with its own event loop.
 Latencies are taken after every Agent and subscriber is up and the registration burst's backlog
 has drained (at most 30 s). Reported per run: heartbeat round trips answered per second against
 the N offered, their p50/p99, errors (a late bid refused, a heartbeat unanswered in 5 s: every
@@ -48,7 +49,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import grpc
-import psutil
+from load_measure import (
+    IDLE_PROBE,
+    PY_SPY,
+    cpu_pressure_us,
+    cpu_seconds,
+    own_cpu_seconds,
+    profile_summary,
+)
 
 from arbiter.server import quiet_gc
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
@@ -270,47 +278,6 @@ async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event
     await asyncio.gather(task, return_exceptions=True)
 
 
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """User + system CPU seconds of ``pid`` and of its children (the auction worker)."""
-    main = psutil.Process(pid)
-    out = []
-    for procs in ([main], main.children(recursive=True)):
-        total = 0.0
-        for p in procs:
-            with contextlib.suppress(psutil.Error):
-                t = p.cpu_times()
-                total += t.user + t.system
-        out.append(total)
-    return out[0], out[1]
-
-
-_IDLE_PROBE = """
-import sys, time
-end = time.perf_counter() + float(sys.argv[1])
-lag = []
-while time.perf_counter() < end:
-    t = time.perf_counter()
-    time.sleep(0.005)
-    lag.append((time.perf_counter() - t - 0.005) * 1e3)
-print(*(f"{x:.3f}" for x in lag))
-"""
-
-
-def cpu_pressure_us() -> float:
-    """The machine's CPU pressure so far (``/proc/pressure/cpu`` "some" total: microseconds
-    some runnable task waited for a CPU), NaN where there is no PSI."""
-    try:
-        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
-    except OSError:
-        return float("nan")
-    return float(line.rpartition("total=")[2])
-
-
-def own_cpu_seconds() -> float:
-    t = psutil.Process().cpu_times()
-    return t.user + t.system
-
-
 async def run_part(
     port: int,
     ks: range,
@@ -392,7 +359,7 @@ async def run_part(
     # the machine's own scheduling delay while measuring: a process that does nothing but wake
     # a 5 ms timer (what neither the arbiter nor the generator can do better than)
     idle = (
-        subprocess.Popen([sys.executable, "-c", _IDLE_PROBE, str(seconds)], stdout=subprocess.PIPE)
+        subprocess.Popen([sys.executable, "-c", IDLE_PROBE, str(seconds)], stdout=subprocess.PIPE)
         if main
         else None
     )
@@ -671,50 +638,6 @@ def wait_serving(port: int, server: subprocess.Popen, timeout: float = 60.0) -> 
     raise RuntimeError(f"the arbiter did not listen on {port} within {timeout} s")
 
 
-# py-spy (the test extra) beside this interpreter, else on the PATH
-PY_SPY = str(next((p for p in [Path(sys.executable).parent / "py-spy"] if p.is_file()), "py-spy"))
-# What a py-spy --native sample of the served arbiter is spending its time on, by its leaf frame
-# (and for Python leaves, the module it is in); idle waits are left out.
-_GROUPS = (
-    ("gRPC transport (syscalls, gRPC core)", ("sendmsg", "recv", "write", "read", "syscall",
-                                              "cygrpc", "libgrpc", "getpid", "madvise")),
-    ("cyclic GC", ("gc_collect",)),
-    ("protobuf", ("_message", "upb")),
-    ("asyncio", ("asyncio/",)),
-    ("scheduling loop, journal, telemetry", ("arbiter/scheduler", "arbiter/lease_book",
-                                             "arbiter/journal", "arbiter/sqlite_store",
-                                             "arbiter/telemetry", "arbiter/history",
-                                             "arbiter/policies", "arbiter/share_hub",
-                                             "arbiter/server", "_loop_ticks")),
-    ("sessions: service and core per message", ("arbiter/",)),
-)  # fmt: skip
-_IDLE = ("epoll_wait", "Condition.wait", "Event.wait", "EpollSelector.select", "pthread_cond")
-
-
-def profile_summary(raw: Path, top: int = 15) -> dict:
-    """Shares of the busy samples of a py-spy raw file: by group, and the top leaf frames."""
-    groups: dict[str, int] = defaultdict(int)
-    leaves: dict[str, int] = defaultdict(int)
-    busy = 0
-    for line in raw.read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        frames = stack.split(";")
-        leaf, tail = frames[-1], ";".join(frames[-3:])
-        if any(x in tail for x in _IDLE) or leaf.startswith("0x"):
-            continue  # waiting (a futex or an epoll), or an unnamed libc frame
-        busy += int(n)
-        leaves[leaf] += int(n)
-        name = next((g for g, keys in _GROUPS if any(k in leaf for k in keys)), "other")
-        groups[name] += int(n)
-    share = {k: round(v / max(1, busy), 3) for k, v in sorted(groups.items(), key=lambda x: -x[1])}
-    leaf_share = sorted(leaves.items(), key=lambda x: -x[1])[:top]
-    return {
-        "busy_samples": busy,
-        "groups": share,
-        "top_frames": {k: round(v / max(1, busy), 3) for k, v in leaf_share},
-    }
-
-
 def fmt(rec: dict) -> str:
     p50, p99 = rec["p50_ms"], rec["p99_ms"]
     return (
@@ -756,8 +679,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--load-processes",
         type=int,
-        default=1,
-        help="processes the Agents are spread over (each with its own event loop)",
+        default=2,
+        help="processes the Agents are spread over (each with its own event loop; default 2: "
+        "one process's loop, handed 300 offers of 12.6 KB at once each round, was most of the "
+        "3,000-Agent tail left)",
     )
     parser.add_argument(
         "--policy", default="themis", help="arbiter.policy of the served arbiter (default themis)"

@@ -27,6 +27,7 @@ def Popen(cmd, *a, env=None, **k):
             "FANIN_STALLS": str(out.with_suffix("")),
             "FANIN_TIME": os.environ.get("FANIN_TIME", ""),
             "FANIN_SWITCH": os.environ.get("FANIN_SWITCH", ""),
+            "FANIN_UVLOOP": os.environ.get("FANIN_UVLOOP", ""),
         }
     return _Popen(cmd, *a, env=env, **k)
 

@@ -5,6 +5,11 @@ import sys
 import threading
 import time
 
+if os.environ.get("FANIN_UVLOOP"):  # the served arbiter's event loop on uvloop
+    import uvloop
+
+    asyncio.new_event_loop = uvloop.new_event_loop
+
 _out = os.environ.get("FANIN_LAG_OUT")
 if _out:
     _orig = asyncio.new_event_loop
