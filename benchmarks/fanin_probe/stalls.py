@@ -168,14 +168,15 @@ def install() -> None:
                 with open(OUT + ".locks", "a") as f:
                     n = len(locks)
                     for e in locks[:n]:
-                        f.write("%.6f %s %s %.3f %.3f\n" % e)
+                        f.write("{:.6f} {} {} {:.3f} {:.3f}\n".format(*e))
                     del locks[:n]
 
     threading.Thread(target=watch, name="stall-watch", daemon=True).start()
 
 
 def summary(out: str) -> None:
-    stalls = [json.loads(x) for x in open(out + ".stalls")]
+    with open(out + ".stalls") as fh:
+        stalls = [json.loads(x) for x in fh]
     print(f"{len(stalls)} loop stalls > {STALL_MS} ms; lengths (ms):",
           sorted(round(s["ms"]) for s in stalls)[-20:])  # fmt: skip
     where = Counter()
@@ -188,7 +189,9 @@ def summary(out: str) -> None:
         print(f"{n:4d}  loop: {lp}\n      sched: {sc}")
     holds = Counter()
     worst: dict = {}
-    for line in open(out + ".locks"):
+    with open(out + ".locks") as fh:
+        lock_lines = fh.read().splitlines()
+    for line in lock_lines:
         _, thread, taker, wait, hold = line.split()
         holds[(thread, taker)] += 1
         w = worst.setdefault((thread, taker), [0.0, 0.0, []])
