@@ -14,7 +14,7 @@ their fair share. Three configurations, at each Agent count:
 * ``ours/stream``: this tree's arbiter, one Heartbeat on the stream carrying the progress report
   and asking for a ``HeartbeatAck``, whose round trip is the heartbeat's.
 
-The Agents run in ``--load-processes`` processes (default 2), each with its own event loop.
+The Agents run in ``--load-processes`` processes (default 1), each with its own event loop.
 Latencies are taken after every Agent and subscriber is up and the registration burst's backlog
 has drained (at most 30 s). Reported per run: heartbeat round trips answered per second against
 the N offered, their p50/p99, errors (a late bid refused, a heartbeat unanswered in 5 s: every
@@ -679,10 +679,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--load-processes",
         type=int,
-        default=2,
-        help="processes the Agents are spread over (each with its own event loop; default 2: "
-        "one process's loop, handed 300 offers of 12.6 KB at once each round, was most of the "
-        "3,000-Agent tail left)",
+        default=1,
+        help="processes the Agents are spread over (each with its own event loop; 2 helped the "
+        "3,000-Agent tail when the machine was saturated and did not when it was not: README)",
     )
     parser.add_argument(
         "--policy", default="themis", help="arbiter.policy of the served arbiter (default themis)"
