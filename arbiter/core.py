@@ -11,7 +11,9 @@ metrics page call. It owns the lock, the clock, the cluster and the configuratio
   policy and :mod:`arbiter.live_policy` for the others.
 
 Every public method takes the lock, except the auction step of a two-phase policy, which runs
-outside it (the decision cycle: a long solve never holds RPCs up) and is bound under it. Every
+outside it (the decision cycle: a long solve never holds RPCs up) and is bound under it, and a
+heartbeat that finds the lock held (:meth:`ArbiterCore.beat`: the event loop never waits for
+the scheduling loop's round; the beat is kept and applied by the next holder). Every
 error is a :class:`~arbiter.messages.RequestError` carrying the gRPC status to return. The clock
 is injected, so tests drive time.
 """
@@ -25,7 +27,7 @@ import re
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from arbiter.admission import Credentials, anonymous_ok, check_credential, check_quota
@@ -100,6 +102,9 @@ class ArbiterCore:
         self.journal = journal
         self.clock = clock
         self._lock = threading.RLock()
+        # heartbeats that found the lock held, oldest first: (app, reports, when); appended
+        # without the lock (a deque's append is atomic), applied by the next holder in order
+        self._beats: deque[tuple[str, Sequence[Progress], float]] = deque()
         snap = journal.load(cluster.gpu_ids, trim_unknown=topology_from_rm)
         for key, value in snap.knobs.items():
             self.config = self.config.with_value(key, value, source="journal")
@@ -200,6 +205,7 @@ class ArbiterCore:
     def snapshot(self) -> ArbiterView:
         """One consistent view, taken under the lock."""
         with self._lock:
+            self._apply_beats()
             now = self.clock()
             return ArbiterView(
                 round=self.book.state.round,
@@ -416,11 +422,34 @@ class ArbiterCore:
 
     def beat(self, app_id: str, reports: Sequence[Progress] = (), *, rho: bool = False) -> float:
         """A heartbeat on the Session stream carrying the progress ``reports`` since the last
-        one, under one lock; returns ρ_current after them when ``rho`` (else NaN)."""
-        with self._lock:
-            now = self.clock()
-            self.sessions.beat(app_id, reports, now)
-            return self.scheduler.rho_current(app_id, now) if rho else math.nan
+        one; returns ρ_current after them when ``rho`` (else NaN).
+
+        It never waits for the lock: thousands of Agents' heartbeats arrive on one event loop,
+        and the scheduling loop holds the lock for tens of milliseconds while it calls for
+        bids or closes a round with thousands of apps (a thread waiting on the lock stops the
+        whole loop; measured in ``benchmarks/fanin_probe/stalls.py``). A heartbeat that finds
+        the lock free is applied at once, after any kept before it; one that finds it held is
+        kept, with its time, and applied in arrival order by the next holder that reads what
+        heartbeats change (the scheduling loop's tick, :meth:`snapshot`, the next heartbeat),
+        so no decision is taken without it. Its ρ is then read without the lock, from the
+        committed lease state, as of the round before the one being bound, if one is."""
+        now = self.clock()
+        if self._lock.acquire(blocking=False):
+            try:
+                self._apply_beats()
+                self.sessions.beat(app_id, reports, now)
+                return self.scheduler.rho_current(app_id, now) if rho else math.nan
+            finally:
+                self._lock.release()
+        self._beats.append((app_id, tuple(reports), now))
+        return self.scheduler.rho_current(app_id, now) if rho else math.nan
+
+    def _apply_beats(self) -> None:
+        """Under the lock: apply the heartbeats kept while it was held, oldest first."""
+        beats = self._beats
+        while beats:
+            app_id, reports, at = beats.popleft()
+            self.sessions.beat(app_id, reports, at)
 
     def report_rho(self, app_id: str, rho: float) -> None:
         with self._lock:
@@ -642,6 +671,7 @@ class ArbiterCore:
         if not self.probe_journal():
             return  # nothing is scheduled while the journal cannot commit (health says so)
         with self._lock:
+            self._apply_beats()  # before the silent Agents are looked for
             now = self.clock()
             idle = self.config["arbiter.query.idle-expiry.seconds"]
             for job_id in self.shares.expire(now, idle):

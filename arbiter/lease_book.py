@@ -49,8 +49,9 @@ class LeaseBook:
         self.attained: dict[str, float] = {}  # GPU-seconds received per app (see _accrue)
         self.first_start: dict[str, float] = {}
         self._accrued_at = now
-        self._index_of: tuple[Lease, ...] | None = None
-        self._by_app: dict[str, list[Lease]] = {}
+        # the leases by app, and the lease tuple it was built from: one attribute, so that a
+        # reader without the lock (a heartbeat's ρ, ArbiterCore.beat) sees a matching pair
+        self._index: tuple[tuple[Lease, ...] | None, dict[str, list[Lease]]] = (None, {})
 
     # ------------------------------------------------------------------ the one write path
 
@@ -94,12 +95,13 @@ class LeaseBook:
 
     def _lease_index(self) -> dict[str, list[Lease]]:
         leases = self.state.leases
-        if self._index_of is not leases:
-            index: dict[str, list[Lease]] = {}
+        built_from, index = self._index
+        if built_from is not leases:
+            index = {}
             for lease in leases:
                 index.setdefault(lease.app_id, []).append(lease)
-            self._by_app, self._index_of = index, leases
-        return self._by_app
+            self._index = (leases, index)
+        return index
 
     def held(self, app_id: str, t: float) -> frozenset[str]:
         """GPUs ``app_id`` holds at ``t`` (through a per-app index of the leases, which is

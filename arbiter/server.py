@@ -17,6 +17,7 @@ import asyncio
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +42,7 @@ __all__ = [
     "admin_token_for",
     "serve_forever",
     "service_token_for",
+    "short_gil_slices",
     "start_arbiter",
     "submit_token_for",
 ]
@@ -307,6 +309,7 @@ def serve_forever(
         flush=True,
     )
     quiet_gc()
+    short_gil_slices()
     done.wait()
     arbiter.stop()  # the attachments first
     return 0
@@ -324,3 +327,24 @@ def quiet_gc(young: int = 50_000) -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(young, older, oldest)
+
+
+# How long a thread that wants the GIL waits for the one running Python before it is asked to
+# let go (Python's default is 5 ms).
+SWITCH_INTERVAL_S = 0.0005
+
+
+def short_gil_slices(interval: float = SWITCH_INTERVAL_S) -> float:
+    """Let the event loop thread back onto the GIL within ``interval`` (instead of 5 ms) while
+    the scheduler thread runs Python; returns the interval it had.
+
+    The loop lets go of the GIL at every socket call and every wait for gRPC's completion
+    queue, and the scheduler thread, busy with a round (3,000 apps' views for the policy, the
+    in-process call for bids, pickling for the auction worker, the journal), takes it each time
+    and keeps it for a whole interval: at 5 ms a heartbeat that needs a dozen such hand-offs
+    waits tens of milliseconds (Python's convoy effect). Measured (``benchmarks/
+    arbiter_load.py``, 3,000 Agents, README "Arbiter under load"): it was most of the
+    heartbeat's tail once the loop no longer waited for the core's lock."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(interval)
+    return previous

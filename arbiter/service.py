@@ -9,8 +9,10 @@ too many rows) is rejected with INVALID_ARGUMENT naming the field, and state is 
 Every refused credential is logged.
 
 Fan-in (thousands of Agents on one event loop): a heartbeat with ``want_ack`` is answered on
-the Session stream with a ``HeartbeatAck``, its batched progress reports applied under one lock
-(the unary ``ReportProgress`` stays for existing clients); items from the scheduler thread reach
+the Session stream with a ``HeartbeatAck``, its batched progress reports applied under one lock,
+or kept for the lock's next holder when the scheduling loop holds it (``ArbiterCore.beat``: the
+loop never waits for a round; the unary ``ReportProgress`` stays for existing clients); items
+from the scheduler thread reach
 the loop in batches, one wake-up per burst; an offer is serialized once for all its
 participants. ``benchmarks/arbiter_load.py`` measures it.
 

@@ -155,10 +155,13 @@ class AppSessions:
             del self.sessions[app_id]
 
     def heartbeat(self, app_id: str, now: float) -> None:
-        if app_id in self.sessions:
-            self.sessions[app_id].last_seen = now
+        """``app_id`` was heard from at ``now`` (a heartbeat applied late, after a later
+        message, does not move the time back)."""
+        session = self.sessions.get(app_id)
+        if session is not None:
+            session.last_seen = max(session.last_seen, now)
         if app_id in self.apps:
-            self.heard[app_id] = now
+            self.heard[app_id] = max(self.heard.get(app_id, now), now)
 
     def send(self, app_id: str, message: object) -> None:
         """Put ``message`` on ``app_id``'s stream, if it has one open."""
@@ -194,6 +197,6 @@ class AppSessions:
 
     def beat(self, app_id: str, reports: Sequence[Progress], now: float) -> None:
         """A heartbeat carrying ``reports`` (the latest one is kept, as for one report each)."""
-        if reports:
+        if reports and app_id in self.apps:  # not an app removed since it was sent
             self.progress[app_id] = reports[-1]
         self.heartbeat(app_id, now)

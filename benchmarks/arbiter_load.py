@@ -14,6 +14,7 @@ their fair share. Three configurations, at each Agent count:
 * ``ours/stream``: this tree's arbiter, one Heartbeat on the stream carrying the progress report
   and asking for a ``HeartbeatAck``, whose round trip is the heartbeat's.
 
+The Agents run in ``--load-processes`` processes (default 1), each with its own event loop.
 Latencies are taken after every Agent and subscriber is up and the registration burst's backlog
 has drained (at most 30 s). Reported per run: heartbeat round trips answered per second against
 the N offered, their p50/p99, errors (a late bid refused, a heartbeat unanswered in 5 s: every
@@ -48,7 +49,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import grpc
-import psutil
+from load_measure import (
+    IDLE_PROBE,
+    PY_SPY,
+    cpu_pressure_us,
+    cpu_seconds,
+    own_cpu_seconds,
+    profile_summary,
+)
 
 from arbiter.server import quiet_gc
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
@@ -61,6 +69,9 @@ ADMIN_TOKEN = "load-admin"
 ACK_TIMEOUT_S = 5.0  # a heartbeat unanswered this long is an error (the unary call's deadline)
 # what the heartbeat round trip is called in each transport's latencies
 HEARTBEAT = {"unary": "ReportProgress", "stream": "Heartbeat->ack"}
+# Agents that share one gRPC channel (one HTTP/2 connection) in the load generator (a real
+# Agent has a connection of its own)
+AGENTS_PER_CHANNEL = 50
 
 
 def pct(values: list[float], q: float) -> float:
@@ -267,37 +278,6 @@ async def subscriber(stub: rpc.QueryShareStub, stats: Stats, stop: asyncio.Event
     await asyncio.gather(task, return_exceptions=True)
 
 
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """User + system CPU seconds of ``pid`` and of its children (the auction worker)."""
-    main = psutil.Process(pid)
-    out = []
-    for procs in ([main], main.children(recursive=True)):
-        total = 0.0
-        for p in procs:
-            with contextlib.suppress(psutil.Error):
-                t = p.cpu_times()
-                total += t.user + t.system
-        out.append(total)
-    return out[0], out[1]
-
-
-_IDLE_PROBE = """
-import sys, time
-end = time.perf_counter() + float(sys.argv[1])
-lag = []
-while time.perf_counter() < end:
-    t = time.perf_counter()
-    time.sleep(0.005)
-    lag.append((time.perf_counter() - t - 0.005) * 1e3)
-print(*(f"{x:.3f}" for x in lag))
-"""
-
-
-def own_cpu_seconds() -> float:
-    t = psutil.Process().cpu_times()
-    return t.user + t.system
-
-
 async def run_part(
     port: int,
     ks: range,
@@ -309,6 +289,7 @@ async def run_part(
     main: bool,
     profile: str = "",
     quiet: bool = True,
+    per_channel: int = AGENTS_PER_CHANNEL,
 ) -> dict:
     """One load process: agents ``ks`` and ``subscribers`` share subscribers. Every part ramps
     up, meets the others at ``sync`` (a barrier), warms up and measures for ``seconds``; the
@@ -319,7 +300,8 @@ async def run_part(
     stats = Stats()
     stop = asyncio.Event()
     channels = [
-        grpc.aio.insecure_channel(f"localhost:{port}") for _ in range(max(1, len(ks) // 50))
+        grpc.aio.insecure_channel(f"localhost:{port}")
+        for _ in range(max(1, len(ks) // per_channel))
     ]
     tasks = [
         asyncio.create_task(
@@ -377,10 +359,11 @@ async def run_part(
     # the machine's own scheduling delay while measuring: a process that does nothing but wake
     # a 5 ms timer (what neither the arbiter nor the generator can do better than)
     idle = (
-        subprocess.Popen([sys.executable, "-c", _IDLE_PROBE, str(seconds)], stdout=subprocess.PIPE)
+        subprocess.Popen([sys.executable, "-c", IDLE_PROBE, str(seconds)], stdout=subprocess.PIPE)
         if main
         else None
     )
+    psi0, load0 = cpu_pressure_us(), os.getloadavg()[0]
     t0 = time.perf_counter()
     for kind in (beat_kind, "offer->allocation"):
         stats.lat[kind].clear()
@@ -389,6 +372,7 @@ async def run_part(
     lag_task = asyncio.create_task(loop_lag(stats, stop))
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - t0
+    psi1, load1 = cpu_pressure_us(), os.getloadavg()[0]
     cpu1 = (cpu_seconds(server_pid) if main else (0.0, 0.0), own_cpu_seconds())
     r1 = (await admin.GetClusterState(pb.ClusterStateRequest(), metadata=md)).round if main else 0
     delivered = len(stats.lat[beat_kind])
@@ -434,6 +418,10 @@ async def run_part(
         "rounds": r1 - r0,
         "share_updates": stats.share_updates,
         "main": main,
+        # the machine meanwhile: CPU pressure (share of the time some task waited for a CPU)
+        # and the 1-minute load average at the start and the end
+        "cpu_pressure": (psi1 - psi0) / 1e6 / elapsed,
+        "loadavg": (load0, load1),
     }
 
 
@@ -453,6 +441,7 @@ def run_load(
     procs: int = 1,
     profile: str = "",
     quiet: bool = True,
+    per_channel: int = AGENTS_PER_CHANNEL,
 ) -> dict:
     """Drive ``agents`` Agents (and a tenth as many share subscribers) over ``transport`` from
     ``procs`` load processes (their GC quiet or not: :func:`run_part`); merge their
@@ -462,7 +451,7 @@ def run_load(
     cut = [agents * p // procs for p in range(procs + 1)]
     parts = [
         (port, range(cut[p], cut[p + 1]), subs * (p + 1) // procs - subs * p // procs, seconds,
-         transport, server_pid, p == 0, profile, quiet)
+         transport, server_pid, p == 0, profile, quiet, per_channel)
         for p in range(procs)
     ]  # fmt: skip
     if procs == 1:
@@ -507,7 +496,10 @@ def run_load(
         "transport": transport,
         "load_processes": procs,
         "generator_gc": "quiet" if quiet else "default",
+        "agents_per_channel": per_channel,
         "seconds": round(elapsed, 1),
+        "cpu_pressure_some": round(main_part["cpu_pressure"], 3),
+        "loadavg_1m": [round(x, 2) for x in main_part["loadavg"]],
         "ramp_s": round(max(r["ramp_s"] for r in results), 1),  # until everything was up
         "settle_s": round(max(r["settle_s"] for r in results), 1),  # the backlog's drain
         "agents_up": sum(r["up"] for r in results) - subs,
@@ -589,6 +581,7 @@ def serve_and_load(
     procs: int,
     profile: str = "",
     quiet: bool = True,
+    per_channel: int = AGENTS_PER_CHANNEL,
 ) -> dict:
     """Serve the arbiter of the tree ``root`` in its own process and drive it (``profile``: a
     py-spy raw file to sample it into while measuring)."""
@@ -622,7 +615,7 @@ def serve_and_load(
                 wait_serving(port, server)
                 return run_load(
                     port, agents, seconds, transport, server.pid, procs=procs, profile=profile,
-                    quiet=quiet,
+                    quiet=quiet, per_channel=per_channel,
                 )  # fmt: skip
             finally:
                 server.terminate()
@@ -645,54 +638,13 @@ def wait_serving(port: int, server: subprocess.Popen, timeout: float = 60.0) -> 
     raise RuntimeError(f"the arbiter did not listen on {port} within {timeout} s")
 
 
-# py-spy (the test extra) beside this interpreter, else on the PATH
-PY_SPY = str(next((p for p in [Path(sys.executable).parent / "py-spy"] if p.is_file()), "py-spy"))
-# What a py-spy --native sample of the served arbiter is spending its time on, by its leaf frame
-# (and for Python leaves, the module it is in); idle waits are left out.
-_GROUPS = (
-    ("gRPC transport (syscalls, gRPC core)", ("sendmsg", "recv", "write", "read", "syscall",
-                                              "cygrpc", "libgrpc", "getpid", "madvise")),
-    ("cyclic GC", ("gc_collect",)),
-    ("protobuf", ("_message", "upb")),
-    ("asyncio", ("asyncio/",)),
-    ("scheduling loop, journal, telemetry", ("arbiter/scheduler", "arbiter/lease_book",
-                                             "arbiter/journal", "arbiter/sqlite_store",
-                                             "arbiter/telemetry", "arbiter/history",
-                                             "arbiter/policies", "arbiter/share_hub",
-                                             "arbiter/server", "_loop_ticks")),
-    ("sessions: service and core per message", ("arbiter/",)),
-)  # fmt: skip
-_IDLE = ("epoll_wait", "Condition.wait", "Event.wait", "EpollSelector.select", "pthread_cond")
-
-
-def profile_summary(raw: Path, top: int = 15) -> dict:
-    """Shares of the busy samples of a py-spy raw file: by group, and the top leaf frames."""
-    groups: dict[str, int] = defaultdict(int)
-    leaves: dict[str, int] = defaultdict(int)
-    busy = 0
-    for line in raw.read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        frames = stack.split(";")
-        leaf, tail = frames[-1], ";".join(frames[-3:])
-        if any(x in tail for x in _IDLE) or leaf.startswith("0x"):
-            continue  # waiting (a futex or an epoll), or an unnamed libc frame
-        busy += int(n)
-        leaves[leaf] += int(n)
-        name = next((g for g, keys in _GROUPS if any(k in leaf for k in keys)), "other")
-        groups[name] += int(n)
-    share = {k: round(v / max(1, busy), 3) for k, v in sorted(groups.items(), key=lambda x: -x[1])}
-    leaf_share = sorted(leaves.items(), key=lambda x: -x[1])[:top]
-    return {
-        "busy_samples": busy,
-        "groups": share,
-        "top_frames": {k: round(v / max(1, busy), 3) for k, v in leaf_share},
-    }
-
-
 def fmt(rec: dict) -> str:
     p50, p99 = rec["p50_ms"], rec["p99_ms"]
     return (
-        f"{rec['config']:15s} gen-gc {rec['generator_gc']:7s} agents {rec['agents']:5d}: "
+        f"{rec['config']:15s} gen-gc {rec['generator_gc']:7s} agents {rec['agents']:5d} "
+        f"({rec['agents_per_channel']} per channel; CPU pressure "
+        f"{rec['cpu_pressure_some']:.0%}, load {rec['loadavg_1m'][0]:.1f}->"
+        f"{rec['loadavg_1m'][1]:.1f}): "
         f"load lag p99 {rec['load_loop_lag_p99_ms']:.0f} max {rec['load_loop_lag_max_ms']:.0f} "
         f"ms (idle process p99 {rec['idle_timer_lag_p99_ms']:.0f} max "
         f"{rec['idle_timer_lag_max_ms']:.0f} ms), {rec['load_gc_pauses']} GC pauses "
@@ -728,7 +680,8 @@ def main(argv: list[str] | None = None) -> int:
         "--load-processes",
         type=int,
         default=1,
-        help="processes the Agents are spread over (each with its own event loop)",
+        help="processes the Agents are spread over (each with its own event loop; 2 helped the "
+        "3,000-Agent tail when the machine was saturated and did not when it was not: README)",
     )
     parser.add_argument(
         "--policy", default="themis", help="arbiter.policy of the served arbiter (default themis)"
@@ -750,6 +703,13 @@ def main(argv: list[str] | None = None) -> int:
         default="quiet",
         help="the load generator's cyclic GC: frozen after ramp-up (quiet, as serve does for "
         "the arbiter), Python's defaults, or both in turn for each configuration",
+    )
+    parser.add_argument(
+        "--agents-per-channel",
+        type=int,
+        default=AGENTS_PER_CHANNEL,
+        help="Agents of the load generator that share one gRPC channel (HTTP/2 connection; "
+        "default %(default)s)",
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -781,6 +741,7 @@ def main(argv: list[str] | None = None) -> int:
                 rec = serve_and_load(
                     roots[server], n, args.seconds, transport, args.policy, args.load_processes,
                     profile=str(raw or ""), quiet=gc_mode == "quiet",
+                    per_channel=args.agents_per_channel,
                 )  # fmt: skip
                 rec = {"config": config, "server": server, **rec}
                 if raw is not None and raw.is_file():

@@ -24,6 +24,10 @@ def Popen(cmd, *a, env=None, **k):
             **env,
             "PYTHONPATH": str(Path(__file__).resolve().parent) + ":" + env["PYTHONPATH"],
             "FANIN_LAG_OUT": str(lagfile),
+            "FANIN_STALLS": str(out.with_suffix("")),
+            "FANIN_TIME": os.environ.get("FANIN_TIME", ""),
+            "FANIN_SWITCH": os.environ.get("FANIN_SWITCH", ""),
+            "FANIN_UVLOOP": os.environ.get("FANIN_UVLOOP", ""),
         }
     return _Popen(cmd, *a, env=env, **k)
 

@@ -7,6 +7,12 @@ Usage (from the repository root)::
         /tmp/probe/tree 3000 10 /tmp/probe/run.json
     python benchmarks/fanin_probe/decomp.py /tmp/probe/run.json
     PYTHONPATH=$PWD python benchmarks/fanin_probe/bidcost.py /tmp/probe/bidcost  # per-bid cost
+    python benchmarks/fanin_probe/window.py /tmp/probe/run.json  # the tail around the rounds
+
+``drive.py`` also has the served arbiter record its loop's stalls and the slow holds of the
+core's lock (``stalls.py``; ``FANIN_TIME=module:Class.method,...`` times those methods too),
+and passes ``FANIN_SWITCH`` (a GIL switch interval) and ``FANIN_UVLOOP`` (serve on uvloop, if
+installed) to it.
 
 ``instrument.py`` unpacks the arbiter at REV and stamps (``time.perf_counter``, CLOCK_MONOTONIC:
 one clock for every process on the machine) each heartbeat the Session reader reads, each

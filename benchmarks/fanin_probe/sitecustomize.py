@@ -1,8 +1,14 @@
 # measurement probe only (not part of the project): event-loop lag of the served arbiter
 import asyncio
 import os
+import sys
 import threading
 import time
+
+if os.environ.get("FANIN_UVLOOP"):  # the served arbiter's event loop on uvloop
+    import uvloop
+
+    asyncio.new_event_loop = uvloop.new_event_loop
 
 _out = os.environ.get("FANIN_LAG_OUT")
 if _out:
@@ -54,3 +60,11 @@ if _out:
                 _gc.clear()
 
     gc.callbacks.append(_cb)
+if os.environ.get("FANIN_STALLS"):
+    # what blocks the loop: stacks at its stalls, slow holds of the core's lock (stalls.py)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import stalls
+
+    stalls.install()
+if os.environ.get("FANIN_SWITCH"):
+    sys.setswitchinterval(float(os.environ["FANIN_SWITCH"]))
