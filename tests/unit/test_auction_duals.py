@@ -129,18 +129,24 @@ def test_duals_agree_with_naive(instance) -> None:
         assert ours.value_without == pytest.approx(naive.value_without, abs=2 * PAYMENT_GAP)
 
 
-@SETTINGS
-@given(markets(max_apps=4, max_gpus=6))
-def test_lagrangian_bounds_are_lower_bounds(instance) -> None:
-    """L_i never exceeds the optimum of the market without i (brute force), for every i."""
-    bids, offered = instance
+def pf_and_bounds(bids, offered):
+    """One market of every app: its apps, the market, the PF choice, the apps the PF serves,
+    the starving ones among them and the Lagrangian bound of the market without each."""
     apps = _prepare(bids, offered)
     members = list(range(len(apps)))
     market = _DualMarket(apps, members, time.monotonic)
     pf = market.solve()
     served = [a for a in members if not (apps[a].starving and pf[a] == 0)]
     starving = frozenset(a for a in served if apps[a].starving)
-    bounds = market.lagrangian_bounds(served, starving)
+    return apps, market, pf, served, starving, market.lagrangian_bounds(served, starving)
+
+
+@SETTINGS
+@given(markets(max_apps=4, max_gpus=6))
+def test_lagrangian_bounds_are_lower_bounds(instance) -> None:
+    """L_i never exceeds the optimum of the market without i (brute force), for every i."""
+    bids, offered = instance
+    _, _, _, served, _, bounds = pf_and_bounds(bids, offered)
     for i in served:
         others = [bids[a] for a in served if a != i]
         (count, value), _ = brute_force_pf(others, offered)

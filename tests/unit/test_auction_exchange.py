@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import pytest
 from hypothesis import given
-from unit.test_auction_duals import SETTINGS, markets, symmetric_markets
+from unit.test_auction_duals import SETTINGS, markets, pf_and_bounds, symmetric_markets
 
 from arbiter.auction import PAYMENT_GAP, Solver, partial_allocation
 from arbiter.auction.certify import _DualMarket
-from arbiter.auction.formulation import _App, _cost, _prepare
+from arbiter.auction.formulation import _App, _cost
 from arbiter.cluster import load_cluster
 from arbiter.synthetic import random_instance
 
@@ -43,13 +42,7 @@ def optimum(apps: list[_App], members: list[int], served: frozenset[int]) -> flo
 
 
 def check_settled(bids, offered) -> int:
-    apps = _prepare(bids, offered)
-    members = list(range(len(apps)))
-    market = _DualMarket(apps, members, time.monotonic)
-    pf = market.solve()
-    served = [a for a in members if not (apps[a].starving and pf[a] == 0)]
-    starving = frozenset(a for a in served if apps[a].starving)
-    bounds = market.lagrangian_bounds(served, starving)
+    apps, market, pf, served, starving, bounds = pf_and_bounds(bids, offered)
     settled = 0
     for i in served:
         kept = {a: pf[a] for a in served if a != i}

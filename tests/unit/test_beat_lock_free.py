@@ -31,6 +31,13 @@ def core(tmp_path, clock: list[float], **env: str) -> ArbiterCore:
     )  # fmt: skip
 
 
+def one_app(tmp_path) -> tuple[list[float], ArbiterCore, str]:
+    """A core at t = 100 with one registered app whose session is open."""
+    clock = [100.0]
+    c = core(tmp_path, clock)
+    return clock, c, registered(c)
+
+
 @contextmanager
 def held_elsewhere(c: ArbiterCore) -> Iterator[None]:
     """The core's lock held by another thread (as the scheduling loop holds it) for the
@@ -63,9 +70,7 @@ def registered(c: ArbiterCore, name: str = "a") -> str:
 def test_a_heartbeat_that_finds_the_lock_held_is_answered_and_applied_by_the_next_holder(
     tmp_path,
 ) -> None:
-    clock = [100.0]
-    c = core(tmp_path, clock)
-    app = registered(c)
+    clock, c, app = one_app(tmp_path)
     clock[0] = 105.0
     with held_elsewhere(c):
         rho = c.beat(app, (Progress(1, 9, 0.5),), rho=True)
@@ -82,9 +87,7 @@ def test_a_heartbeat_that_finds_the_lock_held_is_answered_and_applied_by_the_nex
 
 
 def test_kept_heartbeats_are_applied_in_arrival_order_before_the_next_one(tmp_path) -> None:
-    clock = [100.0]
-    c = core(tmp_path, clock)
-    app = registered(c)
+    clock, c, app = one_app(tmp_path)
     with held_elsewhere(c):
         for k in range(1, 4):
             clock[0] = 100.0 + k
@@ -99,9 +102,7 @@ def test_kept_heartbeats_are_applied_in_arrival_order_before_the_next_one(tmp_pa
 def test_a_heartbeat_applied_late_does_not_move_the_time_an_app_was_heard_back(
     tmp_path,
 ) -> None:
-    clock = [100.0]
-    c = core(tmp_path, clock)
-    app = registered(c)
+    clock, c, app = one_app(tmp_path)
     clock[0] = 105.0
     with held_elsewhere(c):
         c.beat(app)
@@ -126,9 +127,7 @@ def test_the_silent_agent_check_sees_a_heartbeat_kept_while_the_lock_was_held(tm
 
 
 def test_a_kept_report_of_an_app_removed_meanwhile_is_dropped(tmp_path) -> None:
-    clock = [100.0]
-    c = core(tmp_path, clock)
-    app = registered(c)
+    _, c, app = one_app(tmp_path)
     with held_elsewhere(c):
         c.beat(app, (Progress(1, 9, 0.5),))
     c.finish_app(app, "done")
