@@ -558,6 +558,9 @@ CONFIGS = {
     "ours/stream": ("ours", "stream"),
     "previous/stream": ("previous", "stream"),  # a --previous-rev that has the stream heartbeat
 }
+# By default: the three that work with the default --previous-rev (it has no stream heartbeat:
+# previous/stream there answers nothing and counts every heartbeat as an error).
+DEFAULT_CONFIGS = ("previous/unary", "ours/unary", "ours/stream")
 
 
 def previous_tree(rev: str, into: Path) -> Path:
@@ -670,8 +673,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per run")
     parser.add_argument(
         "--configs",
-        default=",".join(CONFIGS),
-        help=f"server/transport pairs to run at each count, in this order ({', '.join(CONFIGS)})",
+        default=",".join(DEFAULT_CONFIGS),
+        help=f"server/transport pairs to run at each count, in this order (of {', '.join(CONFIGS)};"
+        f" default {','.join(DEFAULT_CONFIGS)}: previous/stream needs a --previous-rev with the "
+        "stream heartbeat, e.g. main)",
     )
     parser.add_argument(
         "--previous-rev", default=PREVIOUS_REV, help="git revision of the previous server"
