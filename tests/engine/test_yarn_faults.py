@@ -121,7 +121,7 @@ def test_while_no_arbiter_is_alive_yarn_runs_on_and_the_arbiter_resumes(
 ) -> None:
     """The arbiter killed (no standby): YARN keeps the app RUNNING, its containers go when its
     lease runs out (the sidecar cannot renew, nobody grants), and the arbiter restarted on its
-    journal and port gets the app's Agent back and leases it GPUs again (issue 21)."""
+    journal and port gets the app's Agent back and leases it GPUs again."""
     rm_url = yarn_cluster.rm_url
     wait_for("no GPU in use (the previous test's apps gone)",
              lambda: yarn_gpus_by_node(rm_url) == {}, timeout=60)  # fmt: skip
