@@ -111,4 +111,4 @@ def _components(apps: list[_App]) -> list[list[int]]:
 
 def _cost(apps: list[_App], choice: Mapping[int, int]) -> float:
     """Σ log ρ of a choice (app -> row): the program's objective."""
-    return sum(apps[a].rows[r][1] for a, r in choice.items())
+    return sum([apps[a].rows[r][1] for a, r in choice.items()])  # (a list: cheaper here)
