@@ -1,4 +1,4 @@
-"""The auction's Python overhead cut without changing a decision (issue 23): the cyclic
+"""The auction's Python overhead cut without changing a decision: the cyclic
 collector paused while an auction runs and restored after it, and the conflict components
 against a plain graph search."""
 
