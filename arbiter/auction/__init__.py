@@ -86,9 +86,11 @@ Layout of the package (every public name is importable from ``arbiter.auction``)
 * :mod:`arbiter.auction.reference`: exhaustive references for the tests.
 
 The auction reads no clock of its own: a time budget is measured on the ``clock`` argument of
-:func:`partial_allocation` (default :func:`time.monotonic`). Its one effect besides its result
-is :func:`quiet_highs` pointing file descriptor 1 at /dev/null while HiGHS constructs its first
-instance of the process (the banner no HiGHS option can silence).
+:func:`partial_allocation` (default :func:`time.monotonic`). Its effects besides its result:
+:func:`quiet_highs` points file descriptor 1 at /dev/null while HiGHS constructs its first
+instance of the process (the banner no HiGHS option can silence), and Python's cyclic garbage
+collector is paused while an auction runs (on again after it if it was on before; see
+``mechanism._collector_paused``).
 """
 
 from __future__ import annotations

@@ -118,6 +118,9 @@ class _DualMarket(_CliqueMarket):
         self._rows: list[tuple[int, ...]] = []
         self._row_cols: list[int] = []
         self._row_start: list[int] = [0]
+        # the two as arrays, made again only after rows were added (a market's separation
+        # rounds read them hundreds of times, its cuts come in a few dozen rounds)
+        self._row_arrays: tuple[np.ndarray, np.ndarray] | None = None
         self._add_unit_rows((*self.cols_of.get(a, ()), self.empty_col[a]) for a in members)
         self._add_unit_rows(tuple(cols) for cols in self.cols_by_gpu.values())
         self._costs = np.asarray(self.lp.col_cost_)
@@ -174,6 +177,7 @@ class _DualMarket(_CliqueMarket):
             self._rows.append(row)
             self._row_cols.extend(row)
             self._row_start.append(len(self._row_cols))
+        self._row_arrays = None
 
     def _add_cuts(self, added: list[tuple[int, ...]]) -> None:
         super()._add_cuts(added)
@@ -324,8 +328,10 @@ class _DualMarket(_CliqueMarket):
         self._objective = objective
         if self._stalled >= self.stall_rounds:
             return 0
-        start = np.asarray(self._row_start)
-        activity = np.add.reduceat(values[np.asarray(self._row_cols)], start[:-1])
+        if self._row_arrays is None:
+            self._row_arrays = (np.asarray(self._row_start), np.asarray(self._row_cols))
+        start, row_cols = self._row_arrays
+        activity = np.add.reduceat(values[row_cols], start[:-1])
         found = zero_half_cuts(self._rows, values, activity=activity)
         cuts = [cut for cut in found if cut not in self.zero_half]
         if cuts:

@@ -35,32 +35,37 @@ def _prepare(bids: Iterable[Bid], offered: frozenset[str]) -> list[_App]:
     so they are dropped (the optimum value is unchanged).
     """
     gpu_index = {g: k for k, g in enumerate(sorted(offered))}
-    raw: list[tuple[str, float, list[tuple[frozenset[str], float]], float]] = []
+    to_index = gpu_index.__getitem__
+    # (app_id, cost of ρ_old, useful rows as (GPU ids, GPU indices, ρ, log ρ), ρ_old)
+    raw: list[tuple[str, float, list[tuple[frozenset[str], frozenset[int], float, float]], float]]
+    raw = []
     seen: set[str] = set()
+    log = math.log
     for bid in bids:
         if not isinstance(bid, Bid):
             raise ValueError(f"bids must be Bid objects, got {type(bid).__name__}")
         if bid.app_id in seen:
             raise ValueError(f"duplicate app_id {bid.app_id!r}: each app bids exactly once")
         seen.add(bid.app_id)
+        rho_old = bid.rho_old
         useful = []
         for key, rho in bid.rows.items():
             if not key:
                 continue
-            stray = key - offered
-            if stray:
+            if not key <= offered:
                 raise ValueError(
-                    f"bid of app {bid.app_id!r}: row names GPUs not offered: {sorted(stray)}"
+                    f"bid of app {bid.app_id!r}: row names GPUs not offered: "
+                    f"{sorted(key - offered)}"
                 )
-            if rho < bid.rho_old:  # a row no better than nothing is never worth GPUs
-                useful.append((key, rho))
-        old = math.log(bid.rho_old) if math.isfinite(bid.rho_old) else math.inf
-        raw.append((bid.app_id, old, useful, bid.rho_old))
+            if rho < rho_old:  # a row no better than nothing is never worth GPUs
+                useful.append((key, frozenset(map(to_index, key)), rho, log(rho)))
+        old = log(rho_old) if math.isfinite(rho_old) else math.inf
+        raw.append((bid.app_id, old, useful, rho_old))
     # ρ = ∞ costs more than any difference of finite costs can make up, so the PF allocation
     # first maximises the number of apps with finite ρ, then the product (Gap 2).
     # Two allocations differ by at most 2 Σ_i max_r |log ρ_i,r| in finite cost.
     inf_cost = 1.0 + 2.0 * sum(
-        max((abs(c) for c in [old, *(math.log(r) for _, r in rows)] if c < math.inf), default=0.0)
+        max((abs(c) for c in [old, *(cost for *_, cost in rows)] if c < math.inf), default=0.0)
         for _, old, rows, _ in raw
     )
     apps = []
@@ -69,12 +74,9 @@ def _prepare(bids: Iterable[Bid], offered: frozenset[str]) -> list[_App]:
         apps.append(
             _App(
                 app_id,
-                (
-                    (frozenset(), inf_cost if starving else old),
-                    *tuple((frozenset(gpu_index[g] for g in k), math.log(r)) for k, r in rows),
-                ),
-                (frozenset(), *(k for k, _ in rows)),
-                (rho_old, *(r for _, r in rows)),
+                ((frozenset(), inf_cost if starving else old), *((g, c) for _, g, _, c in rows)),
+                (frozenset(), *(k for k, *_ in rows)),
+                (rho_old, *(r for _, _, r, _ in rows)),
                 starving,
             )
         )
@@ -82,7 +84,8 @@ def _prepare(bids: Iterable[Bid], offered: frozenset[str]) -> list[_App]:
 
 
 def _components(apps: list[_App]) -> list[list[int]]:
-    """Connected components of the conflict graph (apps whose rows share a GPU)."""
+    """Connected components of the conflict graph (apps whose rows share a GPU), each in
+    ascending order, ordered by their first app."""
     parent = list(range(len(apps)))
 
     def find(a: int) -> int:
@@ -93,12 +96,13 @@ def _components(apps: list[_App]) -> list[list[int]]:
 
     owner: dict[int, int] = {}
     for a, app in enumerate(apps):
-        for gpus, _ in app.rows:
-            for g in gpus:
-                if g in owner:
-                    parent[find(a)] = find(owner[g])
-                else:
-                    owner[g] = a
+        # every GPU the app's rows name, once (the union-find needs each only once)
+        for g in frozenset().union(*[gpus for gpus, _ in app.rows]):
+            b = owner.setdefault(g, a)
+            if b != a:
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    parent[ra] = rb
     groups: dict[int, list[int]] = {}
     for a in range(len(apps)):
         groups.setdefault(find(a), []).append(a)
@@ -107,4 +111,4 @@ def _components(apps: list[_App]) -> list[list[int]]:
 
 def _cost(apps: list[_App], choice: Mapping[int, int]) -> float:
     """Σ log ρ of a choice (app -> row): the program's objective."""
-    return sum(apps[a].rows[r][1] for a, r in choice.items())
+    return sum([apps[a].rows[r][1] for a, r in choice.items()])  # (a list: cheaper here)

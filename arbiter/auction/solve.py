@@ -157,22 +157,31 @@ class _Market:
         index: list[int] = []
         start = [0]
         gpu_rows: dict[int, int] = {}
+        self.cols_by_gpu: dict[int, list[int]] = {}
+        m = len(members)
         for i, a in enumerate(members):
+            cols = self.cols_of.setdefault(a, [])
             for r, (gpus, cost) in enumerate(apps[a].rows):
+                k = len(costs)
                 if r:
-                    self.cols_of.setdefault(a, []).append(len(costs))
+                    cols.append(k)
                 else:
-                    self.empty_col[a] = len(costs)
+                    self.empty_col[a] = k
                 self.col_app.append(a)
                 self.col_row.append(r)
                 costs.append(cost)
                 index.append(i)
-                index.extend(len(members) + gpu_rows.setdefault(g, len(gpu_rows)) for g in gpus)
+                for g in gpus:
+                    row = gpu_rows.get(g)
+                    if row is None:
+                        row = gpu_rows[g] = len(gpu_rows)
+                        self.cols_by_gpu[g] = [k]
+                    else:
+                        self.cols_by_gpu[g].append(k)
+                    index.append(m + row)
                 start.append(len(index))
-        self.cols_by_gpu: dict[int, list[int]] = {}
-        for k, (a, r) in enumerate(zip(self.col_app, self.col_row, strict=True)):
-            for g in apps[a].rows[r][0]:
-                self.cols_by_gpu.setdefault(g, []).append(k)
+            if not cols:
+                del self.cols_of[a]
         self.cuts: set[tuple[int, ...]] = set()
         self.gap = _EXACT_GAP  # absolute optimality gap in Σ log ρ for the current solve
         self.root: tuple[float, np.ndarray] | None = None  # (bound, reduced costs) at the root
