@@ -27,14 +27,13 @@ import argparse
 import json
 import multiprocessing as mp
 import platform
-import socket
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from arbiter.tables import format_table
-from syndicate.dataplane.node import Coordinator, RankConfig, run_rank
+from syndicate.dataplane.node import Coordinator, RankConfig, free_ports, run_rank
 from syndicate.dataplane.pacing import scaled_rates
 from syndicate.dataplane.protocol import InstalledPlan
 from syndicate.motifs import CommOp, ExecOption, expand
@@ -63,18 +62,12 @@ def _plan(ops: tuple[CommOp, ...], aa_channel: str) -> InstalledPlan:
     return InstalledPlan(1, options, tuple(order))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run(plan: InstalledPlan | None, cfg: RankConfig) -> dict[str, object]:
     """One job: install ``plan`` (None: stay FIFO) at iteration 1, run, and time it."""
     ctx = mp.get_context("spawn")
     out: mp.Queue = ctx.Queue()
-    ports = [_free_port() for _ in range(N)]
-    ctl = [_free_port() for _ in range(N)]
+    chosen = free_ports(2 * N)  # distinct: mesh and control listeners of every rank
+    ports, ctl = chosen[:N], chosen[N:]
     procs = [
         ctx.Process(target=run_rank, args=(r, ports, ctl[r], cfg.to_dict(), out), daemon=True)
         for r in range(N)

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from support import free_port, wait_for
+from support import wait_for
 
 from syndicate.cost import MicrobenchCost
 from syndicate.dag import Workload, dlrm
-from syndicate.dataplane.node import Coordinator, RankConfig, run_rank
+from syndicate.dataplane.node import Coordinator, RankConfig, free_ports, run_rank
 from syndicate.dataplane.protocol import (
     FIFO_VERSION,
     InstalledPlan,
@@ -58,8 +58,8 @@ def _plan(version: int) -> InstalledPlan:
 def _job(cfg: RankConfig) -> Iterator[tuple[list[int], mp.Queue]]:
     ctx = mp.get_context("spawn")
     out: mp.Queue = ctx.Queue()
-    ports = [free_port() for _ in range(N)]
-    ctl = [free_port() for _ in range(N)]
+    chosen = free_ports(2 * N)  # distinct: mesh and control listeners of every rank
+    ports, ctl = chosen[:N], chosen[N:]
     procs = [
         ctx.Process(target=run_rank, args=(r, ports, ctl[r], cfg.to_dict(), out), daemon=True)
         for r in range(N)
@@ -356,3 +356,9 @@ def test_two_phase_switches_into_and_out_of_prefetch() -> None:
     assert not data & set(logs[str(starts[1])])  # switch out: nothing of the data op
     assert not any(m.endswith("@+1") for m in logs[str(starts[1])])
     assert set(logs[str(starts[2])][: len(data)]) == data  # switch in again: prologue
+
+
+def test_a_jobs_ports_are_distinct() -> None:
+    """The mesh and control ports of every rank: chosen together, never twice."""
+    ports = free_ports(64)
+    assert len(set(ports)) == 64 and all(1024 <= p < 65536 for p in ports)
