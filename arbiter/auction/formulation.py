@@ -58,7 +58,11 @@ def _prepare(bids: Iterable[Bid], offered: frozenset[str]) -> list[_App]:
                     f"{sorted(key - offered)}"
                 )
             if rho < rho_old:  # a row no better than nothing is never worth GPUs
-                useful.append((key, frozenset(map(to_index, key)), rho, log(rho)))
+                # Indices inserted in ascending order: a frozenset of ints iterates in an order
+                # that depends on the order of insertion when its elements collide, and the
+                # order of ``key`` (strings) follows PYTHONHASHSEED. The LP's rows follow this
+                # one, so the auction would decide differently in another process.
+                useful.append((key, frozenset(sorted(map(to_index, key))), rho, log(rho)))
         old = log(rho_old) if math.isfinite(rho_old) else math.inf
         raw.append((bid.app_id, old, useful, rho_old))
     # ρ = ∞ costs more than any difference of finite costs can make up, so the PF allocation
