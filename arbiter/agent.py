@@ -58,15 +58,21 @@ REGISTER_FAILOVER_S = 30.0
 # Failovers in a row retried at the first backoff step (0.1 s) before backing off as usual: a
 # pair's takeover takes about its ZooKeeper session timeout (a few seconds).
 FAST_FAILOVERS = 60
-# How long a new Session stream may go without the arbiter's headers (it sends them as soon
-# as the session is open) before the Agent gives it up and reconnects.
+# How long a new Session stream may go without a first message from the arbiter (it acks the
+# Agent's first heartbeat as soon as the session is open) before the Agent gives it up and
+# reconnects; and how long an open session may then stay silent (the arbiter acks every
+# heartbeat at once; at least this, or five heartbeats).
 SESSION_OPEN_TIMEOUT_S = 10.0
+SESSION_SILENT_S = 10.0
+# How often a session's watchdog looks at the time since the arbiter last spoke.
+_WATCH_EVERY_S = 0.25
 # A stream that lasted this long had a session (a refused or unreachable arbiter fails at once).
 SESSION_HELD_S = 2.0
 
 
 class _Unanswered(grpc.RpcError):
-    """A Session stream the arbiter never answered (see :data:`SESSION_OPEN_TIMEOUT_S`)."""
+    """A Session stream the arbiter never answered, or stopped answering (see
+    :data:`SESSION_OPEN_TIMEOUT_S`): the Agent tries the next address."""
 
     def code(self) -> grpc.StatusCode:
         return grpc.StatusCode.UNAVAILABLE
@@ -202,6 +208,8 @@ class Agent:
         self.on_allocation = on_allocation
         self.on_revocation = on_revocation
         self.heartbeat_seconds = heartbeat_seconds
+        self.session_open_timeout_s = SESSION_OPEN_TIMEOUT_S
+        self.session_silent_s = max(SESSION_SILENT_S, 5 * heartbeat_seconds)
         self.lease_seconds = 600.0  # the arbiter's lease, learnt from its offers
         self.leases: dict[str, HeldLease] = {}
         self.history: list[HeldLease] = []  # every lease ever granted
@@ -401,33 +409,56 @@ class Agent:
 
         stub = rpc.AppMasterStub(self._channel())
         stream = stub.Session(requests(), metadata=[("x-app-token", self.token)])
-        # The arbiter sends the stream's headers once the session is open; a stream without
-        # them after SESSION_OPEN_TIMEOUT_S is cancelled and retried (seen once in ~20 failovers
-        # under load: a stream accepted during a takeover that no server ever answered).
+        # The session counts as open at the arbiter's first message (the ack of the first
+        # heartbeat), not at its headers: grpc's initial_metadata() can wait forever for headers
+        # on a call that ended without them (seen in failovers under load: 7 of 40 Agents stuck
+        # there for over a minute, their streams long gone). A stream the arbiter does not
+        # answer in time, or stops answering, is cancelled (_watch) and the next address tried.
+        heard = [time.monotonic()]  # when the arbiter last said anything (or the stream began)
         opened = threading.Event()
-        watchdog = threading.Timer(
-            SESSION_OPEN_TIMEOUT_S, lambda: opened.is_set() or stream.cancel()
-        )
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            stream.initial_metadata()
-        finally:
-            opened.set()
-            watchdog.cancel()
-        if stream.cancelled():
-            done.set()
-            raise _Unanswered(f"no session on {self.target} within {SESSION_OPEN_TIMEOUT_S} s")
-        self.connected.set()
+        threading.Thread(
+            target=self._watch,
+            args=(stream, opened, heard, done),
+            name=f"agent-{self.app_id}-watchdog",
+            daemon=True,
+        ).start()
         try:
             for msg in stream:
+                heard[0] = time.monotonic()
+                if not opened.is_set():
+                    opened.set()
+                    self.connected.set()
                 self._failovers_in_row = 0
                 if self._stop.is_set():
                     stream.cancel()
                     return
                 self._handle(msg, outbox)
+        except grpc.RpcError:
+            if self._stop.is_set():
+                return
+            if stream.cancelled():  # by the watchdog: the arbiter went silent
+                what = "stopped answering" if opened.is_set() else "did not open the session"
+                raise _Unanswered(f"{self.target} {what}") from None
+            raise
         finally:
             done.set()
+
+    def _watch(
+        self,
+        stream: grpc.Future,
+        opened: threading.Event,
+        heard: list[float],
+        done: threading.Event,
+    ) -> None:
+        """Cancel ``stream`` when the Agent stops, or when the arbiter has said nothing for
+        ``session_open_timeout_s`` since the stream began (no session) or
+        ``session_silent_s`` since its last message (a frozen or partitioned arbiter whose
+        connection stays up); ends with the session."""
+        while not done.wait(min(_WATCH_EVERY_S, self.session_open_timeout_s / 4)):
+            limit = self.session_silent_s if opened.is_set() else self.session_open_timeout_s
+            if self._stop.is_set() or time.monotonic() - heard[0] > limit:
+                stream.cancel()
+                return
 
     # -- the protocol --------------------------------------------------------------------
 

@@ -315,8 +315,9 @@ class AppMasterService(rpc.AppMasterServicer):
             await _abort(context, err, self.core)
         outbox = _Bridge()
         self.core.open_session(app_id, outbox, first.hello.resume_after_round)
-        # the session is open: say so at once (headers), so an Agent can tell a live session
-        # from a stream nobody serves (it gives up on one after SESSION_OPEN_TIMEOUT_S)
+        # the session is open: say so at once (headers; the Python Agent waits for its first
+        # heartbeat's ack instead, and gives up on a stream unanswered for
+        # SESSION_OPEN_TIMEOUT_S)
         await context.send_initial_metadata(())
 
         async def read() -> None:

@@ -185,8 +185,12 @@ def _agents_resume_on(pair: Pair, p: ArbiterProcess, *, late_bids: bool = False)
         wait_for("every Agent's session on the active", connected, timeout=60)
     except AssertionError as exc:
         now = seen["active"]
+        missing = seen["missing"]
+        said = {a.app_id: (a.target, a.errors[-3:]) for a in pair.agents
+                if a.app_id in missing}  # type: ignore[operator]  # fmt: skip
         raise AssertionError(f"{exc}: on {getattr(now, 'ha_id', now)}, not connected: "
-                             f"{sorted(seen['missing'])}; their threads: "
+                             f"{sorted(seen['missing'])}; their targets and last errors: "
+                             f"{said}; their threads: "
                              f"{_stacks(seen['missing'])}; logs: "
                              f"{dump(list(pair.members.values()))}") from exc  # fmt: skip
     active = seen["active"]

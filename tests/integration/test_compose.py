@@ -589,7 +589,8 @@ def test_hiveserver2_loads_the_arbiter_hooks(services: dict[str, dict[str, Any]]
     # both arbiters of the pair, in order (the hooks register with whichever is active)
     pair = [a.split(":") for a in hive["yarn.arbiter.address"].split(",")]
     assert [host for host, _ in pair] == [
-        services["arbiter-1"]["hostname"], services["arbiter-2"]["hostname"]
+        services["arbiter-1"]["hostname"],
+        services["arbiter-2"]["hostname"],
     ]
     assert [port for _, port in pair] == [
         flag(command(services["arbiter-1"]), "--port"),
