@@ -11,6 +11,7 @@ calls that had ended without them).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -36,6 +37,7 @@ class Silent(rpc.AppMasterServicer):
     def __init__(self, answers: int = 0) -> None:
         self.answers = answers
         self.opened = 0
+        self.answered = 0  # heartbeats it acked
         self.ended = threading.Event()  # a stream of it ended (the Agent cancelled it)
 
     def Session(self, request_iterator, context):
@@ -45,6 +47,7 @@ class Silent(rpc.AppMasterServicer):
         for msg in request_iterator:
             if msg.WhichOneof("kind") == "heartbeat" and left > 0:
                 left -= 1
+                self.answered += 1
                 yield pb.ArbiterMessage(heartbeat_ack=pb.HeartbeatAck(seq=msg.heartbeat.seq))
         self.ended.wait(60)
 
@@ -61,6 +64,7 @@ def arbiter(tmp_path: Path) -> Iterator[RunningArbiter]:
     a.stop(0)
 
 
+@contextlib.contextmanager
 def _serve(servicer: Silent) -> Iterator[str]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     rpc.add_AppMasterServicer_to_server(servicer, server)
@@ -75,14 +79,7 @@ def _serve(servicer: Silent) -> Iterator[str]:
 @pytest.fixture
 def silent() -> Iterator[tuple[Silent, str]]:
     s = Silent()
-    for address in _serve(s):
-        yield s, address
-
-
-@pytest.fixture
-def goes_silent() -> Iterator[tuple[Silent, str]]:
-    s = Silent(answers=1)
-    for address in _serve(s):
+    with _serve(s) as address:
         yield s, address
 
 
@@ -116,34 +113,26 @@ def _connected_at(a: RunningArbiter, app_id: str) -> bool:
     return any(x.app_id == app_id and x.connected for x in apps)
 
 
-def test_a_session_never_answered_is_given_up_for_the_next_address(
-    arbiter: RunningArbiter, silent: tuple[Silent, str]
+@pytest.mark.parametrize(
+    ("answers", "limit"),
+    [(0, "session_open_timeout_s"), (1, "session_silent_s")],
+    ids=["never-answered", "goes-silent"],
+)
+def test_a_silent_session_is_given_up_for_the_next_address(
+    arbiter: RunningArbiter, answers: int, limit: str
 ) -> None:
-    server, address = silent
-    agent = _agent(arbiter, address, session_open_timeout_s=0.5).start()
-    try:
-        wait_for("the session on the real arbiter", lambda: _connected_at(arbiter, agent.app_id))
-        assert server.opened >= 1 and server.ended.is_set()  # tried, then cancelled
-        assert agent.target == f"localhost:{arbiter.port}"
-        assert agent.errors == []
-    finally:
-        agent.stop()
-
-
-def test_a_session_that_goes_silent_is_given_up_for_the_next_address(
-    arbiter: RunningArbiter, goes_silent: tuple[Silent, str]
-) -> None:
-    server, address = goes_silent
-    agent = _agent(arbiter, address, session_silent_s=0.5).start()
-    try:
-        wait_for("the session on the real arbiter", lambda: _connected_at(arbiter, agent.app_id))
-        # the silent server answered (so the session had opened there) and was then left
-        assert server.opened >= 1 and server.ended.is_set()
-        assert agent.heartbeat_rtt is not None
-        assert agent.target == f"localhost:{arbiter.port}"
-        assert agent.errors == []
-    finally:
-        agent.stop()
+    server = Silent(answers)
+    with _serve(server) as address:
+        agent = _agent(arbiter, address, **{limit: 0.5}).start()
+        app_id = agent.app_id
+        try:
+            wait_for("the session on the real arbiter", lambda: _connected_at(arbiter, app_id))
+            # tried (and answered, if it answers at all), then cancelled
+            assert server.opened >= 1 and server.answered == answers and server.ended.is_set()
+            assert agent.target == f"localhost:{arbiter.port}"
+            assert agent.errors == []
+        finally:
+            agent.stop()
 
 
 def test_stop_ends_a_session_the_arbiter_never_answers(
