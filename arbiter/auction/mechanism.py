@@ -78,10 +78,12 @@ def partial_allocation(
     exact for any practical lease; a live arbiter under a round deadline may trade precision
     for latency (1e-2: c_i within 1 %, 6 s of a 10-minute lease).
 
-    ``time_budget`` (seconds, None = none) bounds the solving time of a live round: a solve at
-    its deadline keeps the best allocation it found, and ``PAResult.budget_stops`` counts them
-    (0 = the result is exact). Then the PF allocation may fall short of the optimum and a c_i
-    may exceed its exact value (an app is never charged more than the exact payment).
+    ``time_budget`` (seconds, None = none) bounds the solving time of a live round: the solves
+    run as without a budget until its deadline (a budget the exact auction fits in changes
+    nothing), a solve at its deadline keeps the best allocation it found, and
+    ``PAResult.budget_stops`` counts them (0 = the result is exact). Then the PF allocation may
+    fall short of the optimum and a c_i may exceed its exact value (an app is never charged
+    more than the exact payment).
 
     ``clock`` (seconds, monotonic) is what the time budget is measured on: the auction reads
     no other clock (HiGHS's own ``time_limit`` is set from it).

@@ -12,6 +12,7 @@ import math
 import random
 import time
 
+import highspy
 import pytest
 
 from arbiter.auction import (
@@ -696,6 +697,36 @@ def test_ample_budget_is_exact() -> None:
     assert budgeted.budget_stops == 0
     assert budgeted.pf_allocation == exact.pf_allocation
     assert budgeted.c == pytest.approx(exact.c)
+
+
+def test_a_budget_the_exact_auction_fits_in_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Time measured in LP runs (every HiGHS ``run()`` one second of the auction's clock, so
+    the test does not depend on the machine's speed): with three times the runs the exact
+    auction makes, the budgeted one decides exactly as it does. (When each ``-i`` solve had a
+    slice of its own, the first hard one of this instance, the benchmark's 26000, stopped at
+    its slice without the cuts that make the later ones easy, and 27 later ones stopped too:
+    a round the exact auction finishes in a fifth of the live arbiter's budget came out with
+    approximate c_i.)"""
+    bids, offered = random_instance(load_cluster("themis-sim-256"), 64, 256, 32, seed=26000)
+    runs = [0]
+    real_run = highspy.Highs.run
+
+    def counted(self: highspy.Highs) -> highspy.HighsStatus:
+        runs[0] += 1
+        return real_run(self)
+
+    monkeypatch.setattr(highspy.Highs, "run", counted)
+    exact = partial_allocation(bids, offered)
+    needed = runs[0]
+    assert needed > 50  # a hard instance: it takes many LP runs
+    budgeted = partial_allocation(
+        bids, offered, time_budget=3.0 * needed, clock=lambda: float(runs[0])
+    )
+    assert budgeted.budget_stops == 0
+    assert budgeted.pf_allocation == exact.pf_allocation
+    assert budgeted.c == exact.c and budgeted.value_without == exact.value_without
 
 
 def test_exhausted_budget_is_feasible_and_never_overcharges() -> None:
