@@ -38,6 +38,7 @@ from kazoo.client import KazooClient
 from arbiter.auction import Bid
 from arbiter.cluster import load_cluster
 from arbiter.journal import SQLiteJournal
+from arbiter.localhost import free_port, wait_until
 from arbiter.rounds import ArbiterState, Lease, LeaseSource, check_invariants
 from arbiter.tables import format_table
 from arbiter.zk_journal import ZooKeeperJournal, claim_epoch
@@ -47,14 +48,13 @@ from yarn_bridge.ha_local import (
     HaPairFiles,
     apps_at,
     bidding_agent,
-    free_port,
     leases_at,
     start_arbiter_process,
-    wait_until,
 )
 from yarn_bridge.local_hadoop import LocalHadoop
 
 RESULTS = Path(__file__).resolve().parent / "results"
+POLL_S = 0.02  # how often the measured waits (serving, Agents back) poll
 CLUSTER = load_cluster("themis-testbed")
 
 
@@ -143,7 +143,8 @@ def measure_kill(
         victim.wait()
     if relaunch is not None:
         relaunch()
-    wait_until("serving", lambda: leases_at(serving, admin) is not None, timeout=120)
+    wait_until("serving", lambda: leases_at(serving, admin) is not None, timeout=120,
+               every=POLL_S)  # fmt: skip
     serve_s = time.monotonic() - t0
     ids = {a.app_id for a in agents}
 
@@ -151,7 +152,7 @@ def measure_kill(
         return ids <= {x.app_id for x in apps_at(serving, admin) or [] if x.connected}
 
     try:
-        wait_until("Agents back", back, timeout=120)
+        wait_until("Agents back", back, timeout=120, every=POLL_S)
     except TimeoutError:
         apps = {x.app_id: x.connected for x in apps_at(serving, admin) or []}
         for a in agents:

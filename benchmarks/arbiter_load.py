@@ -58,6 +58,7 @@ from load_measure import (
     profile_summary,
 )
 
+from arbiter.localhost import free_port
 from arbiter.server import quiet_gc
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
@@ -77,12 +78,6 @@ AGENTS_PER_CHANNEL = 50
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))] if s else float("nan")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 class Stats:

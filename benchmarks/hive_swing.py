@@ -133,7 +133,8 @@ class Rivals:
 def served_arbiter(workdir: Path) -> Iterator[str]:
     """A real ``yarn-arbiter serve --demo`` (the Themis testbed, 384 vcores) in a child process;
     yields its ``host:port``; stopped (SIGTERM, then SIGKILL) on exit."""
-    from hive_hooks.engine import free_port, port_is_open
+    from arbiter.localhost import free_port
+    from hive_hooks.engine import port_is_open
 
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -324,7 +325,7 @@ def run(
     by = {p.name: p for p in PROFILES}
     out: dict[int, dict] = {}
     profile = swing_profile(args.low, args.high, args.period, 3600.0)
-    from hive_hooks.engine import free_port
+    from arbiter.localhost import free_port
     from hive_hooks.spark_history import ui_conf
 
     ui_port = free_port()

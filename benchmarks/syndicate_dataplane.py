@@ -32,8 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+from arbiter.localhost import free_ports
 from arbiter.tables import format_table
-from syndicate.dataplane.node import Coordinator, RankConfig, free_ports, run_rank
+from syndicate.dataplane.node import Coordinator, RankConfig, run_rank
 from syndicate.dataplane.pacing import scaled_rates
 from syndicate.dataplane.protocol import InstalledPlan
 from syndicate.motifs import CommOp, ExecOption, expand

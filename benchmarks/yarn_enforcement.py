@@ -62,7 +62,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -76,6 +75,7 @@ from typing import Any
 import httpx
 import psutil
 
+from arbiter.localhost import wait_until
 from arbiter.tables import format_table
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from yarn_bridge.local_hadoop import (
@@ -123,14 +123,8 @@ def summary(values: list[float]) -> dict[str, Any]:
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float, every: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise BenchError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
+    """:func:`arbiter.localhost.wait_until`, failing with :class:`BenchError`."""
+    return wait_until(what, probe, timeout, every, error=BenchError)
 
 
 def milestones(
@@ -151,12 +145,6 @@ def milestones(
             raise BenchError(f"timed out after {timeout:g} s waiting for {what}: {missing}")
         time.sleep(every)
     return seen
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ----------------------------------------------------------------------------- the cluster

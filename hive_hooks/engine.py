@@ -71,6 +71,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from arbiter.localhost import free_port
 from hive_hooks.errors import DRIVER_ERRORS
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
@@ -81,13 +82,6 @@ LOG_TAIL_LINES = 40
 
 class HiveServerStartError(RuntimeError):
     """A local HiveServer2 did not become reachable (exited early or timed out)."""
-
-
-def free_port(host: str = HOST) -> int:
-    """A TCP port on ``host`` that nobody listens on right now (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def port_is_open(port: int, host: str = HOST, timeout: float = 0.5) -> bool:

@@ -132,7 +132,8 @@ def _tail(path: Path, n: int = 15) -> str:
 
 def engine_start(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``engine start`` (module docstring); prints the JDBC URL."""
-    from hive_hooks.engine import free_port, port_is_open
+    from arbiter.localhost import free_port
+    from hive_hooks.engine import port_is_open
 
     workdir = Path(args.workdir).expanduser().resolve()
     if info := _engine_running(workdir):

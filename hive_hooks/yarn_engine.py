@@ -105,12 +105,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from arbiter.localhost import free_port
 from arbiter.signals import stop_on_signals
 from hive_hooks.engine import (
     DEFAULT_START_TIMEOUT,
     HOST,
     LocalHiveServer,
-    free_port,
     spark_home,
 )
 from qoop_planner.model import Share

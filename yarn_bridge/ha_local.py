@@ -9,47 +9,26 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from arbiter.journal import new_token
+from arbiter.localhost import free_port
 
 __all__ = [
     "ArbiterProcess",
     "HaPairFiles",
-    "free_port",
     "readyz_at",
     "role_at",
     "role_of",
     "start_arbiter_process",
-    "wait_until",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(what: str, probe: Callable[[], object], timeout: float = 60.0) -> object:
-    """Poll ``probe`` every 20 ms until it returns something truthy; TimeoutError naming
-    ``what`` otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def readyz_at(metrics_port: int) -> dict | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,16 +22,11 @@ from typing import Any
 import grpc
 
 from arbiter.journal import new_token
+from arbiter.localhost import free_port, wait_until
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
 __all__ = ["ServedArbiter", "gpus_by_machine"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gpus_by_machine(leases: Sequence[pb.Lease]) -> dict[str, int]:
@@ -74,7 +68,7 @@ class ServedArbiter:
         if fresh:  # a new run starts from an empty journal
             for stale in workdir.glob("journal.db*"):
                 stale.unlink()
-        self.port = port or _free_port()
+        self.port = port or free_port()
         env = {**os.environ, "ARBITER_ADMIN_TOKEN_FILE": str(token_file),
                "ARBITER_QUERY_SERVICE_TOKEN_FILE": str(self.service_token_file),
                **(knobs or {})}  # fmt: skip
@@ -111,13 +105,10 @@ class ServedArbiter:
             return None
 
     def wait_ready(self, timeout: float = 90.0) -> pb.ClusterState:
-        deadline = time.monotonic() + timeout
-        while (state := self.state()) is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the arbiter did not answer in {timeout:.0f} s; see "
-                                   f"{self.log_path}")  # fmt: skip
-            time.sleep(0.3)
-        return state
+        def error(msg: str) -> RuntimeError:
+            return RuntimeError(f"the arbiter did not answer ({msg}); see {self.log_path}")
+
+        return wait_until("its GetClusterState", self.state, timeout, 0.3, error=error)
 
     def leases(self, app_id: str = "") -> list[pb.Lease]:
         """The live leases (of ``app_id``, or all)."""

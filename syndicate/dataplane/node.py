@@ -41,7 +41,7 @@ from syndicate.dataplane.mesh import Mesh
 from syndicate.dataplane.protocol import InstalledPlan, ReplanTrigger, fifo_plan
 from syndicate.motifs import CommOp, reference
 
-__all__ = ["Coordinator", "RankConfig", "free_ports", "inputs_of", "run_rank"]
+__all__ = ["Coordinator", "RankConfig", "inputs_of", "run_rank"]
 
 
 @dataclass(frozen=True)
@@ -164,21 +164,6 @@ def _resolve_with_peers(enf: Enforcer, mesh: Mesh, version: int) -> None:
         raise RuntimeError("a peer switched without a recorded activate_at")
     else:
         enf.abort(version)
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports free on 127.0.0.1 now, for a job's mesh and control listeners
-    (started in other processes). All ``n`` sockets stay bound until every port is chosen:
-    ports chosen one at a time, each socket closed before the next bind, can repeat, and two
-    ranks then fail to bind the same port."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def run_rank(rank: int, ports: Sequence[int], ctl_port: int, cfg_dict: dict, out: Any) -> None:

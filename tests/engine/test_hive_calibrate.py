@@ -15,9 +15,10 @@ plumbing needs no more than sf 0.01.
 from __future__ import annotations
 
 import pytest
+from support import free_port
 from support.hive import canon, connector, run_direct
 
-from hive_hooks.engine import LocalHiveServer, free_port
+from hive_hooks.engine import LocalHiveServer
 from hive_hooks.executor import QueryRunner
 from hive_hooks.registry import CheckpointRegistry
 from hive_hooks.share import StaticShare

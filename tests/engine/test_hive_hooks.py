@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from pyhive import hive
-from support import wait_for
+from support import free_port, wait_for
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
 from arbiter.server import RunningArbiter
-from hive_hooks.engine import HOST, free_port
+from hive_hooks.engine import HOST
 from hive_hooks.hive_engine import HiveOnTez
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from support import wait_for
-from support.hive import canon, connector, run_direct
+from support.hive import canon, connector
 
 from arbiter.config import load_config
 from arbiter.server import RunningArbiter
@@ -76,13 +76,29 @@ def connect(server: HiveOnTez, tmp_path_factory: pytest.TempPathFactory):
     return connector(server.port)
 
 
-def test_tpch_on_tez_on_yarn(connect: Callable[[], Any], yarn_cluster, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def session(connect: Callable[[], Any]) -> Iterator[Any]:
+    """One JDBC session of the module's own (not the replanner's): each session opens its own
+    Tez AM on YARN on its first query (deploy/conf/hive-site.xml), some 15 to 40 s here, so the
+    direct SQL and the plain user's query share one."""
+    conn = connect()
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def test_tpch_on_tez_on_yarn(
+    connect: Callable[[], Any], session: Any, yarn_cluster, tmp_path: Path
+) -> None:
     queries = tpc_queries("tpch", 0.01).queries
     reg = CheckpointRegistry(tmp_path / "registry.db")
     with QueryRunner(connect, registry=reg, checkpoint_db="ck_yarn", share=StaticShare(4)) as r:
         for n in (3,):
             res = r.run(queries[n], query_id=f"yarn-q{n}")
-            assert canon(res.rows) == canon(run_direct(connect, queries[n]))
+            cur = session.cursor()
+            cur.execute(queries[n])
+            assert canon(res.rows) == canon([tuple(row) for row in cur.fetchall()])
             assert len(res.stages) > 1
     reg.close()
     apps = hive_apps(yarn_cluster.rm_url, live=False)
@@ -91,11 +107,10 @@ def test_tpch_on_tez_on_yarn(connect: Callable[[], Any], yarn_cluster, tmp_path:
 
 
 def test_the_bridge_counts_the_query_not_hiveserver2s_session(
-    bridged, server: HiveOnTez, connect: Callable[[], Any], yarn_cluster
+    bridged, server: HiveOnTez, session: Any, yarn_cluster
 ) -> None:
     arb, bridge = bridged
-    conn = connect()
-    cur = conn.cursor()
+    cur = session.cursor()
     cur.execute("SELECT COUNT(*) FROM nation")  # this session's Tez AM is up
     assert cur.fetchall() == [(25,)]
     slow = ("SELECT COUNT(*) FROM nation WHERE reflect('java.lang.Thread', 'sleep', "
@@ -117,4 +132,3 @@ def test_the_bridge_counts_the_query_not_hiveserver2s_session(
     t.join(180)
     assert done.get("rows") == [(0,)]
     wait_for("the query unregistered", lambda: not arb.core.queries, timeout=30)
-    conn.close()

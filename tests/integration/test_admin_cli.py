@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
+from support import free_port
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
@@ -157,9 +158,7 @@ def test_refusals_are_clear_and_change_nothing(
     empty.write_text("\n")
     assert main(admin(arb, empty, "state")) == 2
     assert "is empty" in capsys.readouterr().err
-    with socket.socket() as sock:
-        sock.bind(("localhost", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     argv = ["admin", "--address", f"localhost:{port}", "--token-file", str(token)]
     assert main([*argv, "--timeout", "2", "state"]) == 2
     assert f"no arbiter reachable at localhost:{port}" in capsys.readouterr().err

@@ -350,7 +350,7 @@ def test_arbiter_share_fails_over_to_the_next_address(tmp_path: Path) -> None:
 def test_arbiter_share_registers_at_the_second_address_if_the_first_is_down(
     tmp_path: Path,
 ) -> None:
-    from hive_hooks.engine import free_port
+    from arbiter.localhost import free_port
 
     b = _arbiter_at(tmp_path / "b")
     share = ArbiterShare(f"127.0.0.1:{free_port()},127.0.0.1:{b.port}", rpc_timeout=2.0)
@@ -412,7 +412,7 @@ def test_plan_switches_reach_the_arbiters_console(arbiter: RunningArbiter) -> No
 
 
 def test_arbiter_share_unreachable_is_a_clear_error() -> None:
-    from hive_hooks.engine import free_port
+    from arbiter.localhost import free_port
 
     share = ArbiterShare(f"127.0.0.1:{free_port()}", rpc_timeout=1.0)
     with pytest.raises(ShareSourceError, match="RegisterQuery failed: UNAVAILABLE"):

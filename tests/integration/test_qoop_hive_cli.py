@@ -340,7 +340,7 @@ def test_usage_errors_exit_2_with_one_line(argv: list[str], message: str) -> Non
 
 
 def test_unreachable_server_names_host_and_port() -> None:
-    from hive_hooks.engine import free_port
+    from arbiter.localhost import free_port
 
     port = free_port()
     code, out, err = run(["-u", f"jdbc:hive2://127.0.0.1:{port}/default;auth=noSasl",

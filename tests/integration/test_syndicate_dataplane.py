@@ -13,9 +13,10 @@ from contextlib import contextmanager
 import pytest
 from support import wait_for
 
+from arbiter.localhost import free_ports
 from syndicate.cost import MicrobenchCost
 from syndicate.dag import Workload, dlrm
-from syndicate.dataplane.node import Coordinator, RankConfig, free_ports, run_rank
+from syndicate.dataplane.node import Coordinator, RankConfig, run_rank
 from syndicate.dataplane.protocol import (
     FIFO_VERSION,
     InstalledPlan,

@@ -5,7 +5,7 @@ directory under it imports ``from support import wait_for`` or ``from support.si
 Fixtures live in ``tests/conftest.py``; this package holds plain helpers:
 
 * here: polling (:func:`wait_for`), draining a queue (:func:`drain`), a free TCP port
-  (:func:`free_port`) and a manual clock (:class:`Clock`);
+  (:func:`free_port`, from :mod:`arbiter.localhost`) and a manual clock (:class:`Clock`);
 * :mod:`support.arbiter`: the test cluster, admin token and Agents of a served arbiter;
 * :mod:`support.sim`: random traces and the simulator's invariant checker;
 * :mod:`support.pki`: a throwaway CA with server and client certificates;
@@ -16,11 +16,13 @@ Fixtures live in ``tests/conftest.py``; this package holds plain helpers:
 from __future__ import annotations
 
 import queue
-import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+from arbiter.localhost import free_port, wait_until
+
+__all__ = ["REPO", "Clock", "drain", "free_port", "wait_for"]
 
 T = TypeVar("T")
 
@@ -29,15 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def wait_for(what: str, probe: Callable[[], T], timeout: float = 60.0, every: float = 0.1) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
+    """Poll ``probe`` until it returns something truthy; fail (AssertionError) naming ``what``
+    on timeout (:func:`arbiter.localhost.wait_until`)."""
+    return wait_until(what, probe, timeout, every, error=AssertionError)
 
 
 def drain(q: queue.Queue) -> list:
@@ -46,13 +42,6 @@ def drain(q: queue.Queue) -> list:
     while not q.empty():
         out.append(q.get_nowait())
     return out
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (for a server started in another process)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Clock:

@@ -3,6 +3,7 @@ Server in test_hive_exec.py, Hive on Tez in test_hive_real.py)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ from pyhive import hive
 
 from hive_hooks.demo import canonical_rows
 from hive_hooks.engine import HOST
-from hive_hooks.executor import StageEvent
+from hive_hooks.executor import QueryResult, QueryRunner, StageEvent
 from hive_hooks.registry import show_tables
 from qoop_planner.model import Plan, Progress, Share
 from qoop_planner.replan import rewrite
@@ -84,3 +85,23 @@ def assert_no_recompute(log: Sequence[Any]) -> dict[str, int]:
         if e.kind == "start" and e.stage_id in done_at:
             assert i < done_at[e.stage_id], f"{e.stage_id} recomputed after it finished"
     return done_at
+
+
+def assert_each_stage_ran_once(res: QueryResult, runner: QueryRunner) -> set[str]:
+    """Every stage of the run (``res.events``) started once and ended done, or cancelled by
+    one of the run's plan switches; the done ones are checkpoints registered in the runner's
+    registry with their measured row counts. Returns the cancelled stage ids."""
+    qid = res.query_id
+    starts = Counter(e.stage_id for e in res.events if e.kind == "start")
+    assert set(starts.values()) <= {1}, f"{qid}: a stage started twice: {starts}"
+    done = {e.stage_id for e in res.events if e.kind == "done"}
+    cancelled = {e.stage_id for e in res.events if e.kind == "cancelled"}
+    assert not done & cancelled and done | cancelled == set(starts), (qid, starts, done, cancelled)
+    assert cancelled <= {sid for sw in res.switches for sid in sw.cancelled}
+    ran = [s for s in res.stages if s.outcome == "done"]
+    assert sorted(s.stage_id for s in ran) == sorted(done)
+    recs = {r.qualified: r for r in runner.registry.checkpoints(runner.checkpoint_db)}
+    for st in ran:
+        if st.table is not None:  # registered, with its measured row count
+            assert st.rows is not None and recs[st.table].rows == st.rows, (qid, st)
+    return cancelled

@@ -18,29 +18,11 @@ from pathlib import Path
 import httpx
 import psutil
 
+from arbiter.localhost import PortPool
 from yarn_bridge.local_hadoop.common import HadoopError
 from yarn_bridge.rm.errors import RMError
 
 __all__ = ["ClusterState", "Daemon", "PortPool", "kill_orphan_containers", "port_busy"]
-
-
-class PortPool:
-    """Free loopback ports, never the same one twice in one pool: each is held bound until
-    :meth:`release`, so the kernel cannot hand it out again meanwhile."""
-
-    def __init__(self) -> None:
-        self._held: list[socket.socket] = []
-
-    def take(self) -> int:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self._held.append(s)
-        return s.getsockname()[1]
-
-    def release(self) -> None:
-        for s in self._held:
-            s.close()
-        self._held.clear()
 
 
 def port_busy(port: int) -> bool:
