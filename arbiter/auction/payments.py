@@ -108,8 +108,8 @@ def _pf_and_payments(
     until ``_PF_SHARE`` of it, the ``-i`` solves until its end, in order (no solve is given a
     slice of its own: the first hard ``-i`` solve finds the cuts that make the later ones
     easy, and cut short it left every later one hard, so a round the exact auction finishes
-    in a fifth of the budget ended with 29 approximate c_i). So a budget the exact auction
-    fits in changes nothing. A solve at its deadline returns its incumbent (the PF starts
+    in a fifth of the budget ended with most of its c_i approximate). So a budget the exact
+    auction fits in changes nothing. A solve at its deadline returns its incumbent (the PF starts
     from :func:`_greedy`, a ``-i`` solve from the PF rows of the others), or, for a ``-i``
     solve, :func:`_reassign`'s market (local moves of the others into the GPUs i leaves) when
     that is better; either is a feasible market without i, so its c_i can only come out above
@@ -158,7 +158,10 @@ def _pf_and_payments(
         choice.update(pf)
         lost[k] = frozenset(a for a in comp if apps[a].starving and pf[a] == 0)
         comp_value[tuple(comp)] = -_cost(apps, {a: pf[a] for a in comp if a not in lost[k]})
-    # Phase 2: c_i, solving the market without i only where it can differ.
+    # Phase 2: c_i, solving the market without i only where it can differ; under a budget
+    # every such solve may run until its end.
+    for market in markets.values():
+        market.deadline = end
     todo: list[tuple[int, int, dict[int, int]]] = []
     for k, comp in enumerate(comps):
         # Solver.DUALS: Lagrangian bounds of every market without one app, from one LP's
@@ -219,8 +222,6 @@ def _pf_and_payments(
         if end is not None and _past(end, clock):
             stopped += 1
             return _reassign(apps, kept)  # budget spent: local moves
-        if market and end is not None:
-            market.deadline = end
         stops = market.budget_stops if market else 0
         # Every optimum without i keeps all of the market served (Gap 2), so starving
         # members may be required to get GPUs: this removes ρ = ∞ from the LP.
