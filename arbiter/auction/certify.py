@@ -76,6 +76,8 @@ import numpy as np
 
 from arbiter.auction.exchange import Exchange
 from arbiter.auction.formulation import _App, _cost
+from arbiter.auction.gomory import gomory_cuts
+from arbiter.auction.rows import LpRows
 from arbiter.auction.solve import _EXACT_GAP, _CliqueMarket
 from arbiter.auction.zerohalf import ZeroHalfCut, zero_half_cuts
 
@@ -87,6 +89,8 @@ _FIX_MARGIN = 1e-9
 # Branch-and-bound failures (MILP fallbacks) that, when more than the solves the LP closed,
 # turn the zero-half cuts and the fixing off for the rest of the auction (_DualMarket._give_up).
 _GIVE_UP = 3
+# Gomory cuts per round at a ``-i`` solve's root: read off the most fractional basic columns.
+_GOMORY_CUTS = 8
 
 
 class _DualMarket(_CliqueMarket):
@@ -121,12 +125,15 @@ class _DualMarket(_CliqueMarket):
         # the two as arrays, made again only after rows were added (a market's separation
         # rounds read them hundreds of times, its cuts come in a few dozen rounds)
         self._row_arrays: tuple[np.ndarray, np.ndarray] | None = None
+        # every row of the warm LP, in its order (the unit rows above are a part of them)
+        self._lp_rows = LpRows(self.lp.num_col_)
         self._add_unit_rows((*self.cols_of.get(a, ()), self.empty_col[a]) for a in members)
         self._add_unit_rows(tuple(cols) for cols in self.cols_by_gpu.values())
         self._costs = np.asarray(self.lp.col_cost_)
         self._objective = math.nan
         self._stalled = 0
         self._zero_half_rows: list[int] = []  # their rows in the warm LP
+        self._gomory_rows: list[int] = []  # the current ``-i`` solve's Gomory cuts in the warm LP
         # settle: the prices of the last lagrangian_bounds, indexed for exchange chains
         self._exchange: Exchange | None = None
         # (columns at 0, excluded apps, objective offset, incumbent cost) of the current
@@ -136,6 +143,7 @@ class _DualMarket(_CliqueMarket):
         # up on (MILP fallbacks).
         self._closed = self._failed = 0
         self._fixing = True  # reduced-cost fixing at the root (off with the zero-half cuts)
+        self.gomory_cuts = 0  # Gomory cuts added so far (all solves)
         self._keep_cuts = False  # never _give_up (the PF's LP was closed by zero-half cuts)
         position = {a: n for n, a in enumerate(members)}
         # per column, the position of its app in ``members``
@@ -173,10 +181,12 @@ class _DualMarket(_CliqueMarket):
         return None if self._exchange is None else self._exchange.settle(kept, target)
 
     def _add_unit_rows(self, rows: Iterable[tuple[int, ...]]) -> None:
+        """Rows ``Σ x <= 1`` just added to the warm LP (or built with it)."""
         for row in rows:
             self._rows.append(row)
             self._row_cols.extend(row)
             self._row_start.append(len(self._row_cols))
+            self._lp_rows.append(row)
         self._row_arrays = None
 
     def _add_cuts(self, added: list[tuple[int, ...]]) -> None:
@@ -224,10 +234,12 @@ class _DualMarket(_CliqueMarket):
             )
         offset = sum(self.apps[a].rows[0][1] for a in excluded)
         self._context = (zeroed | fixed, excluded, offset, incumbent)
+        gomory_before = self.gomory_cuts
         try:
             found = super()._branch_and_bound(zeroed | fixed, excluded, hint)
         finally:
             self._context = None
+            self._drop_gomory()  # they hold for this solve's bounds only
             self._bounds(self.h, fixed, 0.0, 1.0)
         if fixed and self.root is not None:
             # the MILP fallback's own reduced-cost fixing keeps these columns out too
@@ -237,7 +249,7 @@ class _DualMarket(_CliqueMarket):
             self.root = (bound, reduced_root)
         if found is None:
             self._failed += 1
-        elif len(self.zero_half) > cuts_before:
+        elif len(self.zero_half) > cuts_before or self.gomory_cuts > gomory_before:
             self._closed += 1
         if (
             self.stall_rounds
@@ -260,6 +272,7 @@ class _DualMarket(_CliqueMarket):
         if self._zero_half_rows:
             rows = np.asarray(self._zero_half_rows, dtype=np.int32)
             self.h.deleteRows(rows.size, rows)
+            self._lp_rows.delete(self._zero_half_rows)
             self._zero_half_rows = []
 
     def _rounded(
@@ -328,6 +341,10 @@ class _DualMarket(_CliqueMarket):
         self._objective = objective
         if self._stalled >= self.stall_rounds:
             return 0
+        if self.at_root and self._context is not None and self._context[1]:
+            # the root of a solve without some apps: cuts read off its optimal basis
+            # (arbiter.auction.gomory), valid for this solve only
+            return self._gomory(values)
         if self._row_arrays is None:
             self._row_arrays = (np.asarray(self._row_start), np.asarray(self._row_cols))
         start, row_cols = self._row_arrays
@@ -346,7 +363,41 @@ class _DualMarket(_CliqueMarket):
             self.h.addRows(
                 n, np.full(n, -highspy.kHighsInf), upper, index.size, starts, index, value
             )
+            for columns, coefs, _ in cuts:
+                self._lp_rows.append(columns, coefs)
         return len(cuts)
+
+    def _gomory(self, values: np.ndarray) -> int:
+        """Add Gomory mixed-integer cuts read off the warm LP's optimal basis (at ``values``,
+        :func:`~arbiter.auction.gomory.gomory_cuts`); return how many. They hold for the
+        current bounds only: :meth:`_drop_gomory` removes them when the solve ends."""
+        h = self.h
+        cuts = gomory_cuts(h, values, self._lp_rows, self._gomory_rows, _GOMORY_CUTS)
+        if not cuts:
+            return 0
+        n = len(cuts)
+        starts = np.cumsum([0] + [cut[0].size for cut in cuts[:-1]]).astype(np.int32)
+        index = np.concatenate([cut[0] for cut in cuts]).astype(np.int32)
+        value = np.concatenate([cut[1] for cut in cuts])
+        first = h.getNumRow()
+        self._gomory_rows.extend(range(first, first + n))
+        lower = np.array([cut[2] for cut in cuts])
+        h.addRows(n, lower, np.full(n, highspy.kHighsInf), index.size, starts, index, value)
+        for columns, coefs, _ in cuts:
+            self._lp_rows.append(columns, coefs)
+        self.gomory_cuts += n
+        return n
+
+    def _drop_gomory(self) -> None:
+        """Remove the current solve's Gomory rows from the warm LP (rows added after them,
+        zero-half cuts at deeper nodes, move up)."""
+        if not self._gomory_rows:
+            return
+        rows = np.asarray(sorted(self._gomory_rows), dtype=np.int32)
+        self.h.deleteRows(rows.size, rows)
+        self._lp_rows.delete(self._gomory_rows)
+        self._zero_half_rows = [r - int(np.searchsorted(rows, r)) for r in self._zero_half_rows]
+        self._gomory_rows = []
 
     def lagrangian_bounds(self, market: list[int], required: frozenset[int]) -> dict[int, float]:
         """``L_i`` (module docstring) for each i of ``market`` (the apps of this component
@@ -400,19 +451,15 @@ class _DualMarket(_CliqueMarket):
         For any such y and any allocation x (one row per app) that the packing rows allow,
         ``cost(x) >= constant + Σ_k reduced_k x_k``."""
         h = self.h
+        if self._gomory_rows:  # (they are >= rows: y <= 0 would not price them)
+            raise RuntimeError("Lagrangian prices asked for while Gomory cuts are in the LP")
         n_apps = len(self.members)
         row_dual = np.asarray(h.getSolution().row_dual)
         y = np.minimum(row_dual[n_apps:], 0.0)
         lp = h.getLp()
-        start = np.asarray(lp.a_matrix_.start_)
-        index = np.asarray(lp.a_matrix_.index_)
-        value = np.asarray(lp.a_matrix_.value_)
         # Prices of rows: 0 on the app rows (they are not relaxed).
         price = np.concatenate([np.zeros(n_apps), y])
-        per_entry = price[index] * value
-        col_of = np.repeat(np.arange(lp.num_col_), np.diff(start))
-        paid = np.bincount(col_of, weights=per_entry, minlength=lp.num_col_)
-        reduced = np.asarray(lp.col_cost_) - paid
+        reduced = self._costs - self._lp_rows.transpose_times(price)
         constant = float(y @ np.asarray(lp.row_upper_)[n_apps:])
         free = np.ones(lp.num_col_, dtype=bool)
         free[list(zeroed)] = False

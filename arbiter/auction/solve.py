@@ -185,6 +185,7 @@ class _Market:
         self.cuts: set[tuple[int, ...]] = set()
         self.gap = _EXACT_GAP  # absolute optimality gap in Σ log ρ for the current solve
         self.root: tuple[float, np.ndarray] | None = None  # (bound, reduced costs) at the root
+        self.at_root = False  # the branch and bound is at its root node (no branching fixes)
         self.zeroed: set[int] = set()  # columns whose upper bound is currently 0
         n_cols, n_rows = len(costs), len(members) + len(gpu_rows)
         lp = highspy.HighsLp()
@@ -305,6 +306,7 @@ class _Market:
         nodes = 0
         while stack:
             fixes = stack.pop()
+            self.at_root = not fixes  # cuts read off this node's bounds hold below it only
             nodes += 1
             if self.deadline is not None and best is not None and _past(self.deadline, self.clock):
                 self.budget_stops += 1
