@@ -68,6 +68,7 @@ of 0.3).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterable, Mapping
 
@@ -112,6 +113,7 @@ class _DualMarket(_CliqueMarket):
     # branches instead: on the tail's degenerate LPs the cuts can move the LP between equally
     # good fractional points for dozens of rounds.
     stall_rounds = 10
+    gomory_stall_rounds = 10
 
     def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
         super().__init__(apps, members, clock)
@@ -143,6 +145,11 @@ class _DualMarket(_CliqueMarket):
         # up on (MILP fallbacks).
         self._closed = self._failed = 0
         self._fixing = True  # reduced-cost fixing at the root (off with the zero-half cuts)
+        # the current solve's incumbent for that fixing, the columns it fixed, and those of
+        # them not yet sent to HiGHS
+        self._root_fixing: dict[int, int] | None = None
+        self._fixed: set[int] = set()
+        self._pending: set[int] = set()
         self.gomory_cuts = 0  # Gomory cuts added so far (all solves)
         self._keep_cuts = False  # never _give_up (the PF's LP was closed by zero-half cuts)
         position = {a: n for n, a in enumerate(members)}
@@ -159,6 +166,8 @@ class _DualMarket(_CliqueMarket):
         gap: float = _EXACT_GAP,
         improve: Callable[[Mapping[int, int]], dict[int, int]] | None = None,
     ) -> dict[int, int] | Callable[[], dict[int, int]]:
+        if self.solves == 0 and hint is not None:
+            self._start_at(hint)
         found = super().solve_or_defer(excluded, hint, required, gap, improve)
         self.solves += 1
         if self.solves == 1 and not self.zero_half:
@@ -173,6 +182,50 @@ class _DualMarket(_CliqueMarket):
         if self.solves == 1 and self.milp_solves:
             self.node_limit = _TAIL_NODES
         return found
+
+    def _start_at(self, hint: Mapping[int, int]) -> None:
+        """Give the fresh model a starting basis at the allocation ``hint``: each app's row
+        basic, every other column at 0, every GPU (and cut) row's slack basic. It is a basis
+        (one basic column per app row, a slack per other row, so B is triangular) and
+        feasible when ``hint`` is; the dual simplex then starts from the allocation instead
+        of from all slacks (on the benchmark's 64 x 256 x 32 instances the first LP of the PF
+        took a third of the PF solve's time from the slack basis)."""
+        status = highspy.HighsBasisStatus
+        basis = highspy.HighsBasis()
+        cols = [status.kLower] * self.h.getNumCol()
+        for a in self.members:
+            cols[self._col[a, hint.get(a, 0)]] = status.kBasic
+        n_apps = len(self.members)
+        basis.col_status = cols
+        basis.row_status = [status.kLower] * n_apps + [status.kBasic] * (
+            self.h.getNumRow() - n_apps
+        )
+        basis.valid = True
+        self.h.setBasis(basis)
+
+    def clone(self) -> _DualMarket:
+        """A second warm market in the same state (its own HiGHS model: the LP with every cut
+        row and bound as they are now, and the same basis), for a second thread to run some of
+        the solves without one app on; counters of solves start at 0. Cuts found on one
+        market later do not reach the other, so each market's answers depend only on the
+        solves it was given, in their order: the split, not the threads' timing, decides."""
+        if self._gomory_rows or self._context is not None:
+            raise RuntimeError("a market is cloned between solves only")
+        twin = copy.copy(self)
+        twin.h = self._highs(self.h.getLp())
+        twin.h.setBasis(self.h.getBasis())
+        twin.cuts = set(self.cuts)
+        twin.zero_half = set(self.zero_half)
+        twin.zeroed = set(self.zeroed)
+        twin._rows = list(self._rows)
+        twin._row_cols = list(self._row_cols)
+        twin._row_start = list(self._row_start)
+        twin._lp_rows = self._lp_rows.copy()
+        twin._zero_half_rows = list(self._zero_half_rows)
+        twin._gomory_rows = []
+        twin._fixed, twin._pending = set(), set()
+        twin.milp_solves = twin.budget_stops = twin.gomory_cuts = 0
+        return twin
 
     def settle(self, kept: Mapping[int, int], target: float) -> dict[int, int] | None:
         """An allocation of the apps of ``kept`` (a market without one app) costing at most
@@ -203,44 +256,32 @@ class _DualMarket(_CliqueMarket):
         allocation better than the incumbent, so it is fixed to 0 for this solve (and for its
         MILP fallback, if any). The bound is recomputed from the clamped duals, like the
         certificates', so the fixing holds whatever HiGHS's accuracy. Fixed columns leave the
-        warm LP's fractional points too, so the zero-half cuts have fewer to cut off.
+        warm LP's fractional points too, so the cuts have fewer to cut off. The prices are the
+        root's first LP's (:meth:`_at_root`); the fixing reaches HiGHS with the next LP run
+        (:meth:`_before_run`): the fixed columns sit at 0 in that LP's basis, which stays
+        optimal, so no run is spent on the fixing itself.
         """
-        fixed: set[int] = set()
         cuts_before = len(self.zero_half)
-        if hint is not None and self._fixing:
-            h = self.h
-            h.run()
-            values = np.asarray(h.getSolution().col_value)
-            # (an integral LP point ends the solve at the root: nothing to fix)
-            fractional = ((values > 1e-9) & (values < 1 - 1e-9)).any()
-            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal and fractional:
-                kept = {a: hint.get(a, 0) for a in self.members if a not in excluded}
-                # the LP's objective counts the excluded apps on their empty rows
-                ub = _cost(self.apps, kept) + sum(self.apps[a].rows[0][1] for a in excluded)
-                reduced, constant, mins = self._priced(zeroed)
-                if np.isfinite(mins).all():  # (no app has every row at 0)
-                    # a bound on every allocation that takes column k: the others at their best
-                    with_k = constant + mins.sum() - mins[self._col_pos] + reduced
-                    used = {self._col[a, r] for a, r in kept.items()}
-                    over = np.flatnonzero(with_k > ub + _FIX_MARGIN).tolist()
-                    fixed = set(over) - zeroed - used
-                    self._bounds(h, fixed, 0.0, 0.0)
         # For the early stop of the cut loop (_met): what the rounding may use, the offset of
         # the LP's objective (the excluded apps' empty rows) and the incumbent's cost.
         incumbent = math.inf
+        kept: dict[int, int] | None = None
         if hint is not None:
-            incumbent = _cost(
-                self.apps, {a: hint.get(a, 0) for a in self.members if a not in excluded}
-            )
+            kept = {a: hint.get(a, 0) for a in self.members if a not in excluded}
+            incumbent = _cost(self.apps, kept)
         offset = sum(self.apps[a].rows[0][1] for a in excluded)
-        self._context = (zeroed | fixed, excluded, offset, incumbent)
+        self._context = (set(zeroed), excluded, offset, incumbent)
+        self._root_fixing = kept if self._fixing else None
+        self._fixed = set()
         gomory_before = self.gomory_cuts
         try:
-            found = super()._branch_and_bound(zeroed | fixed, excluded, hint)
+            found = super()._branch_and_bound(zeroed, excluded, hint)
         finally:
-            self._context = None
+            self._context = self._root_fixing = None
             self._drop_gomory()  # they hold for this solve's bounds only
-            self._bounds(self.h, fixed, 0.0, 1.0)
+            applied = self._fixed - self._pending
+            self._bounds(self.h, applied, 0.0, 1.0)
+            fixed, self._fixed, self._pending = self._fixed, set(), set()
         if fixed and self.root is not None:
             # the MILP fallback's own reduced-cost fixing keeps these columns out too
             bound, reduced_root = self.root
@@ -259,6 +300,36 @@ class _DualMarket(_CliqueMarket):
         ):
             self._give_up()
         return found
+
+    def _at_root(self, values: np.ndarray) -> None:
+        """After the root's first LP run (optimal, at ``values``): reduced-cost fixing
+        (:meth:`_branch_and_bound`) when the solve has an incumbent and the point is
+        fractional (an integral one ends the solve)."""
+        kept, context = self._root_fixing, self._context
+        if kept is None or context is None:
+            return
+        if not ((values > 1e-9) & (values < 1 - 1e-9)).any():
+            return
+        zeroed, excluded, offset, incumbent = context
+        # the LP's objective counts the excluded apps on their empty rows
+        ub = incumbent + offset
+        reduced, constant, mins = self._priced(zeroed)
+        if not np.isfinite(mins).all():  # (an app has every row at 0)
+            return
+        # a bound on every allocation that takes column k: the others at their best
+        with_k = constant + mins.sum() - mins[self._col_pos] + reduced
+        used = {self._col[a, r] for a, r in kept.items()}
+        over = np.flatnonzero(with_k > ub + _FIX_MARGIN).tolist()
+        fixed = set(over) - zeroed - used
+        self._fixed |= fixed
+        self._pending |= fixed
+        self._context = (zeroed | fixed, excluded, offset, incumbent)
+
+    def _before_run(self) -> None:
+        """Send the fixing found at the root to HiGHS (its columns are at 0 in the basis)."""
+        if self._pending:
+            self._bounds(self.h, self._pending, 0.0, 0.0)
+            self._pending = set()
 
     def _give_up(self) -> None:
         """Back to :class:`_CliqueMarket`'s search for the rest of the auction: a market whose
@@ -344,6 +415,8 @@ class _DualMarket(_CliqueMarket):
         if self.at_root and self._context is not None and self._context[1]:
             # the root of a solve without some apps: cuts read off its optimal basis
             # (arbiter.auction.gomory), valid for this solve only
+            if self._stalled >= self.gomory_stall_rounds:
+                return 0
             return self._gomory(values)
         if self._row_arrays is None:
             self._row_arrays = (np.asarray(self._row_start), np.asarray(self._row_cols))
@@ -372,7 +445,10 @@ class _DualMarket(_CliqueMarket):
         :func:`~arbiter.auction.gomory.gomory_cuts`); return how many. They hold for the
         current bounds only: :meth:`_drop_gomory` removes them when the solve ends."""
         h = self.h
-        cuts = gomory_cuts(h, values, self._lp_rows, self._gomory_rows, _GOMORY_CUTS)
+        # (the root's fixing, even before it reaches HiGHS, holds in this solve)
+        cuts = gomory_cuts(
+            h, values, self._lp_rows, self._gomory_rows, _GOMORY_CUTS, fixed=self._pending
+        )
         if not cuts:
             return 0
         n = len(cuts)

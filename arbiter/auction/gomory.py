@@ -56,7 +56,7 @@ Example (a triangle of conflicts, every row at ½): the cut read off the basis i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -166,10 +166,12 @@ def read_vertex(
     basic: np.ndarray,
     rows: LpRows,
     fractional_rows: Sequence[int],
+    fixed: Collection[int] = (),
 ) -> Vertex:
     """The optimal basis of the LP in ``h`` (just solved, at ``values``; ``basic`` from its
     ``getBasicVariables``), with ``rows`` its rows in HiGHS's order; ``fractional_rows`` are
-    the rows whose activity need not be an integer at 0/1 points."""
+    the rows whose activity need not be an integer at 0/1 points; ``fixed`` columns count as
+    fixed at 0 (nonbasic at 0 in this basis) whatever their bounds in ``h``."""
     lp = h.getLp()
     n_cols, n_rows = lp.num_col_, lp.num_row_
     if len(rows) != n_rows:
@@ -180,6 +182,7 @@ def read_vertex(
     row_basic = np.zeros(n_rows, dtype=bool)
     row_basic[-basic[basic < 0] - 1] = True
     col_free = ~col_basic & (np.asarray(lp.col_lower_) < np.asarray(lp.col_upper_))
+    col_free[list(fixed)] = False
     lower, upper = np.asarray(lp.row_lower_), np.asarray(lp.row_upper_)
     activity = np.asarray(h.getSolution().row_value)
     nonbasic = ~row_basic & (lower < upper)
@@ -207,11 +210,12 @@ def gomory_cuts(
     rows: LpRows,
     fractional_rows: Sequence[int],
     limit: int,
+    fixed: Collection[int] = (),
 ) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """Up to ``limit`` GMI cuts ``Σ coef x >= rhs`` at the optimal basis of the 0/1 LP in ``h``
     (just solved, at ``values``; every column binary), read off the tableau rows of its most
     fractional basic columns (ties by basis position, so a run is repeatable). ``rows`` and
-    ``fractional_rows`` as for :func:`read_vertex`."""
+    ``fractional_rows`` and ``fixed`` as for :func:`read_vertex`."""
     tableau = cast(_Tableau, h)
     basic = np.asarray(tableau.getBasicVariables()[1])
     positions = np.flatnonzero(basic >= 0)
@@ -222,7 +226,7 @@ def gomory_cuts(
     if not positions.size:
         return []
     order = np.lexsort((positions, np.abs(fraction - 0.5)))
-    vertex = read_vertex(h, values, basic, rows, fractional_rows)
+    vertex = read_vertex(h, values, basic, rows, fractional_rows, fixed)
     cuts = []
     for p in positions[order][:limit].tolist():
         cut = gomory_cut(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -47,6 +48,9 @@ _WORKERS = min(2, os.cpu_count() or 1)
 # Under a time budget, the share of it the proportional-fair solves may use; the rest is for
 # the solves that set the hidden payments.
 _PF_SHARE = 0.5
+# Solves without one app left after the certificates from which a second thread takes every
+# other one, on a clone of the market (cloning costs about a solve).
+_SPLIT_MIN = 4
 
 
 def _greedy(apps: list[_App], members: list[int]) -> dict[int, int]:
@@ -163,6 +167,7 @@ def _pf_and_payments(
     for market in markets.values():
         market.deadline = end
     todo: list[tuple[int, int, dict[int, int]]] = []
+    stopped = 0
     for k, comp in enumerate(comps):
         # Solver.DUALS: Lagrangian bounds of every market without one app, from one LP's
         # duals (arbiter.auction.certify), computed when a cheap test below does not settle c_i.
@@ -203,25 +208,38 @@ def _pf_and_payments(
                     without[i] = -min(value, _cost(apps, kept))
                     continue
             todo.append((k, i, kept))
-    stopped = 0
     # Without a time budget the ``-i`` solves the warm LP cannot finish go to HiGHS's MILP on
     # worker threads (HiGHS releases the GIL), while this thread goes on with the next solves.
     # (Solver.PAIRS, the previous solver, stays sequential.)
     concurrent = newer and time_budget is None and not naive and _WORKERS > 1
-    pool: ThreadPoolExecutor | None = None  # started at the first MILP fallback
+    # Solver.DUALS with enough solves left: every other one runs on a second thread, on a clone
+    # of its market (_DualMarket.clone), so the two threads' LP runs overlap. Each market sees
+    # a fixed list of solves in a fixed order, so the answers do not depend on the timing.
+    twins: dict[int, _Market] = {}
+    if solver is Solver.DUALS and not naive and _WORKERS > 1 and len(todo) >= _SPLIT_MIN:
+        for k in sorted({todo[n][0] for n in range(1, len(todo), 2)}):
+            market = markets.get(k)
+            if isinstance(market, _DualMarket):
+                twins[k] = market.clone()
+    pools: list[ThreadPoolExecutor] = []  # started at the first MILP fallback or the split
+    pool_lock = threading.Lock()
 
-    def solve_at(n: int, defer: bool) -> Answer:
-        """The optimum of the ``n``-th market without one app (a MILP fallback on the pool
-        when ``defer``)."""
-        nonlocal pool, stopped
+    def pool() -> ThreadPoolExecutor:
+        with pool_lock:
+            if not pools:
+                pools.append(ThreadPoolExecutor(_WORKERS + (1 if twins else 0)))
+            return pools[0]
+
+    def solve_at(n: int, defer: bool, on: Mapping[int, _Market]) -> tuple[Answer, int]:
+        """The optimum of the ``n``-th market without one app, on the markets ``on`` (a MILP
+        fallback on the pool when ``defer``), and 1 if the budget was spent before it."""
         k, i, kept = todo[n]
-        comp, market = comps[k], markets.get(k)
+        comp, market = comps[k], on.get(k)
         excluded = lost[k] | {i}
         if naive and market:
-            return market.solve_milp(excluded)
+            return market.solve_milp(excluded), 0
         if end is not None and _past(end, clock):
-            stopped += 1
-            return _reassign(apps, kept)  # budget spent: local moves
+            return _reassign(apps, kept), 1  # budget spent: local moves
         stops = market.budget_stops if market else 0
         # Every optimum without i keeps all of the market served (Gap 2), so starving
         # members may be required to get GPUs: this removes ρ = ∞ from the LP.
@@ -241,22 +259,34 @@ def _pf_and_payments(
         if isinstance(found, dict):
             if market and market.budget_stops > stops:  # stopped at the deadline
                 moved = _reassign(apps, kept)
-                return moved if _cost(apps, moved) < _cost(apps, found) else found
-            return found
-        pool = pool or ThreadPoolExecutor(_WORKERS)
-        return pool.submit(found)
+                return (moved if _cost(apps, moved) < _cost(apps, found) else found), 0
+            return found, 0
+        return pool().submit(found), 0
+
+    def solve_all(positions: range, on: Mapping[int, _Market]) -> list[tuple[Answer, int]]:
+        return [solve_at(n, concurrent, on) for n in positions]
 
     try:
-        opts = [solve_at(n, concurrent) for n in range(len(todo))]
-        for (_, i, kept), opt in zip(todo, opts, strict=True):
+        answers: list[tuple[Answer, int]] = []
+        if twins:
+            side = pool().submit(solve_all, range(1, len(todo), 2), {**markets, **twins})
+            mine = solve_all(range(0, len(todo), 2), markets)
+            theirs = side.result()
+            for n in range(len(todo)):
+                answers.append(mine[n // 2] if n % 2 == 0 else theirs[n // 2])
+        else:
+            answers = solve_all(range(len(todo)), markets)
+        for (_, i, kept), (opt, spent) in zip(todo, answers, strict=True):
             value = _cost(apps, opt if isinstance(opt, dict) else opt.result())
             c[i] = min(1.0, max(_C_FLOOR, math.exp(value - _cost(apps, kept))))
             without[i] = -min(value, _cost(apps, kept))
+            stopped += spent
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-    milp = sum(m.milp_solves for m in markets.values())
-    stopped += sum(m.budget_stops for m in markets.values())
+        for executor in pools:
+            executor.shutdown(wait=True, cancel_futures=True)
+    every = [*markets.values(), *twins.values()]
+    milp = sum(m.milp_solves for m in every)
+    stopped += sum(m.budget_stops for m in every)
     # Other components keep their PF rows when i leaves: add their value to the optimum.
     total = sum(comp_value.values())
     for members, value in comp_value.items():

@@ -37,6 +37,12 @@ class LpRows:
     def __len__(self) -> int:
         return len(self._cols)
 
+    def copy(self) -> LpRows:
+        """Rows of a copy of the LP (the row arrays themselves are never changed, so shared)."""
+        twin = LpRows(self.n_cols)
+        twin._cols, twin._coefs, twin._csr = list(self._cols), list(self._coefs), self._csr
+        return twin
+
     def append(self, cols: Iterable[int], coefs: Iterable[float] | None = None) -> None:
         """Add a row at the end (coefficients 1 when ``coefs`` is None)."""
         index = np.fromiter(cols, dtype=np.int64)

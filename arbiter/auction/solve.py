@@ -317,10 +317,13 @@ class _Market:
                 self._bounds(h, (k,), v, v)
             try:
                 for rnd in range(self.cut_rounds + 1):
+                    self._before_run()
                     h.run()
                     status = h.getModelStatus()
                     values = np.asarray(h.getSolution().col_value)
                     bound = h.getInfo().objective_function_value - offset
+                    if rnd == 0 and not fixes and status == highspy.HighsModelStatus.kOptimal:
+                        self._at_root(values)
                     # Values and bound always come from the last LP run: new cuts only
                     # tighten the model for the next run.
                     if (
@@ -363,6 +366,14 @@ class _Market:
         """A feasible allocation rounded from a fractional LP point, or None (a primal
         heuristic for the branch and bound; this solver has none)."""
         return None
+
+    def _at_root(self, values: np.ndarray) -> None:
+        """Called after the root node's first LP run (optimal, at ``values``), before its cuts;
+        this solver does nothing there. HiGHS's solution must not be changed here (a bound
+        change discards it): what is to change waits for :meth:`_before_run`."""
+
+    def _before_run(self) -> None:
+        """Called before every LP run of the branch and bound; this solver does nothing."""
 
     def _separate(self, values: np.ndarray) -> int:
         """Add violated clique cuts; return how many.

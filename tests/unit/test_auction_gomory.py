@@ -212,3 +212,41 @@ def test_a_market_without_gomory_rows_prices_like_before() -> None:
     assert _cost(apps, market.solve()) == pytest.approx(
         _cost(apps, _CliqueMarket(apps, comp, time.monotonic).solve()), abs=1e-9
     )
+
+
+def test_a_clone_answers_like_its_market() -> None:
+    """A market cloned between solves (its own HiGHS model, same rows, bounds and basis)
+    finds the same optimum without each app as the market it was cloned from."""
+    bids, offered = random_instance(CLUSTER, 64, 256, 32, seed=26012)
+    apps = _prepare(bids, offered)
+    comp = max(_components(apps), key=len)
+    market = _DualMarket(apps, comp, time.monotonic)
+    pf = market.solve()
+    twin = market.clone()
+    assert twin.h is not market.h and twin.h.getNumRow() == market.h.getNumRow()
+    served = [i for i in comp if pf[i]][:6]
+    for i in served:
+        kept = {a: pf[a] for a in comp if a != i}
+        ours = market.solve(frozenset({i}), hint=kept, gap=PAYMENT_GAP)
+        theirs = twin.solve(frozenset({i}), hint=kept, gap=PAYMENT_GAP)
+        assert _cost(apps, ours) == pytest.approx(_cost(apps, theirs), abs=PAYMENT_GAP)
+    assert len(market._lp_rows) == market.h.getNumRow()
+    assert len(twin._lp_rows) == twin.h.getNumRow()
+
+
+def test_the_second_thread_changes_no_payment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The solves without one app split over two threads (every other one on a clone) give
+    the same optima as all of them on one market, and the same answers run after run."""
+    from arbiter.auction import payments
+
+    bids, offered = random_instance(CLUSTER, 64, 256, 32, seed=26005)
+    split = partial_allocation(bids, offered)
+    again = partial_allocation(bids, offered)
+    assert split.c == again.c and split.value_without == again.value_without
+    monkeypatch.setattr(payments, "_SPLIT_MIN", 10**9)
+    alone = partial_allocation(bids, offered)
+    assert split.pf_rho == alone.pf_rho
+    for app in alone.c:
+        assert split.value_without[app] == pytest.approx(
+            alone.value_without[app], abs=2 * PAYMENT_GAP
+        )
