@@ -9,9 +9,12 @@ solve, the n solves without each app, c_i, leftover):
 * **ours**: ``partial_allocation(..., solver=Solver.DUALS)``: the clique solver below, plus
   c_i = 1 certified without a solve by Lagrangian bounds from the PF LP's duals, the PF
   requiring every starving app when a greedy allocation serves them all, zero-half cuts
-  (:mod:`arbiter.auction.zerohalf`), reduced-cost fixing at each solve's root and LP rounding
+  (:mod:`arbiter.auction.zerohalf`), Gomory mixed-integer cuts at each ``-i`` solve's root
+  (:mod:`arbiter.auction.gomory`), reduced-cost fixing at each solve's root and LP rounding
   (:mod:`arbiter.auction.certify`), c_i < 1 settled by exchange chains that meet the
-  Lagrangian bound (:mod:`arbiter.auction.exchange`);
+  Lagrangian bound (:mod:`arbiter.auction.exchange`), the PF's first LP started at its
+  incumbent's basis, and every other ``-i`` solve on a second thread (on a clone of the
+  market) when four or more are left;
 * **previous**: ``partial_allocation(..., solver=Solver.CLIQUES)`` (conflict components, LP with
   warm starts and maximal-clique cuts of the conflict graph, small branch and bound, HiGHS MILP
   fallback without presolve, seeded with the cuts), on every instance; its answers are checked
@@ -31,10 +34,13 @@ Targets (this 2-core machine): p95 <= 100 ms at 64 x 256 x 32, <= 10 ms at
 took 354 ms median / 1,398 ms p95 with Gurobi, its agents 29 / 334 ms (T:1269-1274).
 
 Usage: ``python benchmarks/auction_latency.py [--quick] [--instances N] [--points A:G:R,...]
-[--profile] [--out PATH]``. Prints a table and writes JSON (one record per grid point: apps,
-gpus, rows, p50_ms, p95_ms, previous_p50_ms, previous_p95_ms, ratios, naive_p50_ms, ...).
+[--profile] [--ablation] [--out PATH]``. Prints a table and writes JSON (one record per grid
+point: apps, gpus, rows, p50_ms, p95_ms, previous_p50_ms, previous_p95_ms, ratios,
+naive_p50_ms, ...).
 ``--profile`` also runs ours on the target points under cProfile and reports where its time
-goes (LP branch and bound, cut separation, MILP fallback, the rest).
+goes (LP branch and bound, cut separation, MILP fallback, the rest). ``--ablation`` also runs
+ours at 64 x 256 x 32 with each of its newest parts turned off in turn (Gomory cuts, the PF's
+start basis, the second thread, all three), the configurations taking turns per instance.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from arbiter.auction import (
     Solver,
     partial_allocation,
 )
+from arbiter.auction import certify as auction_certify
 from arbiter.auction import payments as auction_payments
 from arbiter.bids import generate_bid
 from arbiter.cluster import load_cluster
@@ -195,6 +202,7 @@ PROFILE_PARTS = {
     "lp_branch_and_bound": ("solve.py", "_branch_and_bound"),
     "cut_separation": ("solve.py", "_separate"),
     "zero_half_cuts": ("zerohalf.py", "zero_half_cuts"),
+    "gomory_cuts": ("gomory.py", "gomory_cuts"),
     "lp_rounding": ("certify.py", "_rounded"),
     "milp_fallback": ("solve.py", "_solve_milp"),
     "enumeration": ("solve.py", "_enumerate"),
@@ -238,7 +246,7 @@ def profile_points(points, instances: int) -> list[dict]:
             }
             # The separation and the rounding run inside the branch and bound: show the B&B
             # net of them.
-            for inside in ("cut_separation", "zero_half_cuts", "lp_rounding"):
+            for inside in ("cut_separation", "zero_half_cuts", "gomory_cuts", "lp_rounding"):
                 parts["lp_branch_and_bound"] -= parts[inside]
             highs = sum(
                 v[2] for key, v in stats.items() if "highspy" in key[2] and ".run" in key[2]
@@ -260,6 +268,71 @@ def profile_points(points, instances: int) -> list[dict]:
     finally:
         auction_payments._WORKERS = workers
     return out
+
+
+# Ablation: ours with one of its latest parts turned off (the _DualMarket attribute or the
+# payments constant that turns it off), on the 64 x 256 x 32 instances.
+ABLATIONS: dict[str, dict[str, object]] = {
+    "ours": {},
+    "without Gomory cuts": {"gomory_per_round": 0},
+    "without PF start basis": {"start_at_hint": False},
+    "without second thread": {"_SPLIT_MIN": 10**9},
+    "without all three": {"gomory_per_round": 0, "start_at_hint": False, "_SPLIT_MIN": 10**9},
+}
+
+
+def _configure(settings: dict[str, object]) -> None:
+    market = auction_certify._DualMarket
+    market.gomory_per_round = settings.get("gomory_per_round", ABLATION_DEFAULTS[0])
+    market.start_at_hint = settings.get("start_at_hint", ABLATION_DEFAULTS[1])
+    auction_payments._SPLIT_MIN = settings.get("_SPLIT_MIN", ABLATION_DEFAULTS[2])
+
+
+ABLATION_DEFAULTS = (
+    auction_certify._DualMarket.gomory_per_round,
+    auction_certify._DualMarket.start_at_hint,
+    auction_payments._SPLIT_MIN,
+)
+
+
+def ablation(instances: int, point: tuple[int, int, int] = (64, 256, 32)) -> list[dict]:
+    """Ours with each of its newest parts off in turn, on the same instances, the
+    configurations taking turns per instance (a shared machine's load drifts)."""
+    cluster = load_cluster("themis-sim-256")
+    cases = [
+        random_instance(cluster, *point, seed=seed_of(0, s, [point])) for s in range(instances)
+    ]
+    times: dict[str, list[float]] = {name: [] for name in ABLATIONS}
+    milps = dict.fromkeys(ABLATIONS, 0)
+    try:
+        for k, (bids, offered) in enumerate(cases):
+            progress(k, len(cases), "ablation")
+            names = list(ABLATIONS)[:: 1 if k % 2 == 0 else -1]
+            for name in names:
+                _configure(ABLATIONS[name])
+                gc.collect()
+                t = time.perf_counter()
+                result = partial_allocation(bids, offered, solver=OURS)
+                times[name].append((time.perf_counter() - t) * 1e3)
+                milps[name] += result.solves
+        progress(len(cases), len(cases), "ablation")
+    finally:
+        _configure({})
+    return [
+        {
+            "configuration": name,
+            "apps": point[0],
+            "gpus": point[1],
+            "rows": point[2],
+            "instances": instances,
+            "p50_ms": round(pct(v, 50), 3),
+            "p95_ms": round(pct(v, 95), 3),
+            "max_ms": round(max(v), 3),
+            "total_ms": round(sum(v), 1),
+            "milp_fallbacks": milps[name],
+        }
+        for name, v in times.items()
+    ]
 
 
 def bench_bids(repeats: int) -> list[dict]:
@@ -314,6 +387,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="also profile ours on the target points"
     )
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also run ours with each of its newest parts off (64 x 256 x 32)",
+    )
     parser.add_argument("--out", type=Path, help="JSON output path")
     args = parser.parse_args(argv)
     grid = args.points or (QUICK_GRID if args.quick else FULL_GRID)
@@ -329,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     auction = bench_auction(grid, instances, naive_instances)
     bids = bench_bids(20 if grid != FULL_GRID else 100)
     profile = profile_points(list(TARGETS), instances) if args.profile else []
+    ablated = ablation(instances) if args.ablation else []
     elapsed = time.perf_counter() - t0
 
     print(
@@ -364,6 +443,27 @@ def main(argv: list[str] | None = None) -> int:
             f"{p['total_s']:.1f} s, {p['milp_fallbacks']} MILP fallbacks): {shares}; "
             f"HiGHS run() {p['highs_run_share_pct']:.0f} %"
         )
+    if ablated:
+        print(f"\nablation at 64 x 256 x 32 ({instances} instances, same instances, turns taken)")
+        print(
+            format_table(
+                ["configuration", "p50 ms", "p95 ms", "max ms", "total ms", "MILPs"],
+                [
+                    [
+                        a["configuration"],
+                        f"{a['p50_ms']:.1f}",
+                        f"{a['p95_ms']:.1f}",
+                        f"{a['max_ms']:.0f}",
+                        f"{a['total_ms']:.0f}",
+                        str(a["milp_fallbacks"]),
+                    ]
+                    for a in ablated
+                ],
+                align=">",
+                sep="",
+                min_width=10,
+            )
+        )
     disagreements = sum(r["naive_disagreements"] + r["previous_disagreements"] for r in auction)
     print(f"\nours vs naive and previous disagreements: {disagreements}; wall {elapsed:.0f} s")
 
@@ -382,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                 "records": auction,
                 "bid_generation": bids,
                 "profile": profile,
+                "ablation": ablated,
             },
             indent=2,
         )

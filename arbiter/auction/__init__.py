@@ -41,11 +41,15 @@ Speed comes from the problem's structure, not from approximations:
   of the ``-i`` solves at 64 apps x 256 GPUs), and the PF requires every starving app when a
   greedy allocation serves them all (Gap 2: then every optimum does); when no clique cut is
   violated it separates zero-half cuts (:mod:`arbiter.auction.zerohalf`), which make the
-  half-integral LPs of the symmetric tail integral, fixes columns by reduced cost at each
-  solve's root and rounds fractional LP points into incumbents (a node stops separating once
-  its bound meets one). Where the Lagrangian bound is the optimum without i, exchange chains
-  under the same prices (:mod:`arbiter.auction.exchange`) find an allocation that meets it,
-  and c_i needs no solve either;
+  half-integral LPs of the symmetric tail integral, except at the root of a ``-i`` solve,
+  where it reads Gomory mixed-integer cuts off the optimal basis instead
+  (:mod:`arbiter.auction.gomory`, valid for that solve only), fixes columns by reduced cost
+  at each solve's root and rounds fractional LP points into incumbents (a node stops
+  separating once its bound meets one).
+  Where the Lagrangian bound is the optimum without i, exchange chains under the same prices
+  (:mod:`arbiter.auction.exchange`) find an allocation that meets it, and c_i needs no solve
+  either. The PF's first LP starts at the basis of a greedy allocation, and with four or more
+  ``-i`` solves left every other one runs on a second thread, on a clone of the market;
 * tiny components are enumerated.
 
 The PF allocation is solved to optimality (gap 1e-9 in Σ log ρ). The ``-i`` solves, which only
@@ -80,6 +84,8 @@ Layout of the package (every public name is importable from ``arbiter.auction``)
   (:class:`Solver` picks the cuts);
 * :mod:`arbiter.auction.certify`: dual certificates of c_i = 1 (``Solver.DUALS``);
 * :mod:`arbiter.auction.zerohalf`: {0, ½}-Chvátal-Gomory cuts (``Solver.DUALS``);
+* :mod:`arbiter.auction.gomory`: Gomory mixed-integer cuts at a ``-i`` solve's root
+  (``Solver.DUALS``), and :mod:`arbiter.auction.rows`, the warm LP's rows kept beside HiGHS;
 * :mod:`arbiter.auction.payments`: the PF allocation and the hidden payments c_i;
 * :mod:`arbiter.auction.leftover`: Gap 1, from c_i to whole GPUs and the leftover L;
 * :mod:`arbiter.auction.mechanism`: :func:`partial_allocation`, the one-shot PA auction;
@@ -90,7 +96,8 @@ The auction reads no clock of its own: a time budget is measured on the ``clock`
 :func:`quiet_highs` points file descriptor 1 at /dev/null while HiGHS constructs its first
 instance of the process (the banner no HiGHS option can silence), and Python's cyclic garbage
 collector is paused while an auction runs (on again after it if it was on before; see
-``mechanism._collector_paused``).
+``mechanism._collector_paused``). An auction may run threads of its own (at most three, ended
+before it returns): the ``-i`` solves' second thread and HiGHS's MILP fallbacks.
 """
 
 from __future__ import annotations

@@ -90,8 +90,6 @@ _FIX_MARGIN = 1e-9
 # Branch-and-bound failures (MILP fallbacks) that, when more than the solves the LP closed,
 # turn the zero-half cuts and the fixing off for the rest of the auction (_DualMarket._give_up).
 _GIVE_UP = 3
-# Gomory cuts per round at a ``-i`` solve's root: read off the most fractional basic columns.
-_GOMORY_CUTS = 8
 
 
 class _DualMarket(_CliqueMarket):
@@ -113,7 +111,11 @@ class _DualMarket(_CliqueMarket):
     # branches instead: on the tail's degenerate LPs the cuts can move the LP between equally
     # good fractional points for dozens of rounds.
     stall_rounds = 10
-    gomory_stall_rounds = 10
+    # Gomory cuts per round at a ``-i`` solve's root, read off its most fractional basic
+    # columns (0: zero-half cuts there too, as before them).
+    gomory_per_round = 8
+    # The PF's first LP starts at the basis of its incumbent (_start_at).
+    start_at_hint = True
 
     def __init__(self, apps: list[_App], members: list[int], clock: Callable[[], float]) -> None:
         super().__init__(apps, members, clock)
@@ -166,7 +168,7 @@ class _DualMarket(_CliqueMarket):
         gap: float = _EXACT_GAP,
         improve: Callable[[Mapping[int, int]], dict[int, int]] | None = None,
     ) -> dict[int, int] | Callable[[], dict[int, int]]:
-        if self.solves == 0 and hint is not None:
+        if self.solves == 0 and hint is not None and self.start_at_hint:
             self._start_at(hint)
         found = super().solve_or_defer(excluded, hint, required, gap, improve)
         self.solves += 1
@@ -412,11 +414,9 @@ class _DualMarket(_CliqueMarket):
         self._objective = objective
         if self._stalled >= self.stall_rounds:
             return 0
-        if self.at_root and self._context is not None and self._context[1]:
+        if self.gomory_per_round and self.at_root and self._context and self._context[1]:
             # the root of a solve without some apps: cuts read off its optimal basis
             # (arbiter.auction.gomory), valid for this solve only
-            if self._stalled >= self.gomory_stall_rounds:
-                return 0
             return self._gomory(values)
         if self._row_arrays is None:
             self._row_arrays = (np.asarray(self._row_start), np.asarray(self._row_cols))
@@ -447,7 +447,7 @@ class _DualMarket(_CliqueMarket):
         h = self.h
         # (the root's fixing, even before it reaches HiGHS, holds in this solve)
         cuts = gomory_cuts(
-            h, values, self._lp_rows, self._gomory_rows, _GOMORY_CUTS, fixed=self._pending
+            h, values, self._lp_rows, self._gomory_rows, self.gomory_per_round, fixed=self._pending
         )
         if not cuts:
             return 0
