@@ -1,8 +1,9 @@
 """Dual certificates for the PA auction's hidden payments (Themis §3.3, Pseudocode 1; spec B.5).
 
 ``Solver.DUALS`` is :class:`~arbiter.auction.solve._CliqueMarket` (same clique cuts, same
-branch and bound, same checked MILP fallback) plus two exact shortcuts and three ways to close
-the LP's gap on the benchmark's tail without HiGHS's MILP (all listed below):
+branch and bound, same checked MILP fallback) plus two exact shortcuts, four ways to close
+the LP's gap on the benchmark's tail without HiGHS's MILP, a start basis for the PF and a clone
+of the market for a second thread (all listed below):
 
 **c_i = 1 from one LP's duals.** Most of the n solves without one app (53 of 64 on the
 benchmark's 64 x 256 x 32 instance 26001) end where they start: the others keep their PF
@@ -41,11 +42,23 @@ than the LP closed: crowded markets such as 64 apps on 64 GPUs, where the gap is
 tail's symmetric one) gives the zero-half cuts up for the rest of the auction and deletes
 their rows, which there made every warm LP run several times slower.
 
+**Gomory cuts at the root of a ``-i`` solve** (:mod:`arbiter.auction.gomory`). There the
+zero-half cuts could run 13-38 rounds without moving the bound (each cut off one half-integral
+point, and the simplex moved to its twin on the same face), then the MILP ran anyway. At a
+``-i`` root, when no clique cut is violated, ``gomory_per_round`` Gomory mixed-integer cuts
+are read off the optimal basis instead. They hold for that solve's bounds only, so they leave
+the LP when it ends (:meth:`_DualMarket._drop_gomory`); the zero-half cuts stay in the PF
+solve, the certificates' LP and the nodes below a root, where they hold for every later solve.
+On the benchmark's 40 instances at 64 x 256 x 32, the MILP fallbacks went from 13 to 2-3.
+
 **Reduced-cost fixing at each solve's root.** When a solve's first LP is fractional, its duals
 (clamped, as for the certificates) bound every allocation that takes a given column; a column
 whose bound exceeds the incumbent's cost is fixed to 0 for that solve and its MILP fallback.
-Only in markets whose PF needed zero-half cuts: elsewhere most ``-i`` LPs are integral at once
-and the extra LP run per solve cost more than the fixing saved (16 x 64 x 16: 25 % more CPU).
+The prices are the root's first LP's, and the fixing reaches HiGHS with the next LP run
+(:meth:`_DualMarket._before_run`; the fixed columns are at 0 in that basis, which stays
+optimal). Only in markets whose PF needed zero-half cuts: elsewhere most ``-i`` LPs are
+integral at once (measured when the fixing still cost an LP run of its own: 16 x 64 x 16,
+25 % more CPU).
 
 **LP rounding.** At each fractional node, rows taken greedily by LP value and the apps left
 over on their cheapest row that still fits: a feasible allocation, checked exactly. On the
@@ -64,6 +77,15 @@ when found, c_i comes from it without a solve (26012: 19-28 of its 50 ``-i`` sol
 gap) never gives them up (``_give_up``): three early MILP fallbacks (which fall differently
 with the order of the solves) sent every later solve of 26000 to the MILP (1-1.7 s instead
 of 0.3).
+
+**A start basis for the PF** (:meth:`_DualMarket._start_at`): its first LP starts at the basis
+of its incumbent (each app's row and every GPU slack basic) instead of HiGHS's slack basis,
+from which it took 300-700 simplex iterations, a third of the PF solve.
+
+**A clone for a second thread** (:meth:`_DualMarket.clone`): the same warm LP in a HiGHS model
+of its own, on which :mod:`arbiter.auction.payments` runs every other ``-i`` solve.
+
+All of it is kept beside HiGHS in :mod:`arbiter.auction.rows` where it needs the LP's rows.
 """
 
 from __future__ import annotations

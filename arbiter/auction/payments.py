@@ -11,7 +11,9 @@ the starving apps the PF served (spec B.5 Gap 2). Without a time budget, the ``-
 that the warm LP cannot finish go to HiGHS's MILP on two worker threads (``Solver.CLIQUES``
 and ``Solver.DUALS``, which first settles c_i = 1 from the PF LP's duals where it can, and
 c_i < 1 by exchange chains that meet their bound: :mod:`arbiter.auction.certify`,
-:mod:`arbiter.auction.exchange`).
+:mod:`arbiter.auction.exchange`). With ``Solver.DUALS`` and ``_SPLIT_MIN`` or more ``-i``
+solves left, every other one runs on a second thread, on a clone of its market: a fixed split,
+so the answers do not depend on the threads' timing.
 """
 
 from __future__ import annotations
