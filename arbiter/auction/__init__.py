@@ -97,7 +97,9 @@ The auction reads no clock of its own: a time budget is measured on the ``clock`
 instance of the process (the banner no HiGHS option can silence), and Python's cyclic garbage
 collector is paused while an auction runs (on again after it if it was on before; see
 ``mechanism._collector_paused``). An auction may run threads of its own (at most three, ended
-before it returns): the ``-i`` solves' second thread and HiGHS's MILP fallbacks.
+before it returns): the ``-i`` solves' second thread and HiGHS's MILP fallbacks. Every HiGHS
+it makes, and every one :func:`quiet_highs` makes, runs single-threaded: HiGHS's scheduler is
+one per process and fails solves that ask it for another thread count than its first.
 """
 
 from __future__ import annotations

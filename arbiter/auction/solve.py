@@ -75,8 +75,9 @@ def _enumerate(apps: list[_App], members: list[int]) -> dict[int, int]:
     return best
 
 
-# HiGHS's own options that keep a solve silent (no log lines, no console output).
-_QUIET_OPTIONS = {"output_flag": False, "log_to_console": False}
+# HiGHS's own options that keep a solve silent (no log lines, no console output), and one
+# thread per solve (see quiet_highs).
+_QUIET_OPTIONS = {"output_flag": False, "log_to_console": False, "threads": 1}
 _banner_lock = threading.Lock()
 _banner_done = False
 
@@ -91,6 +92,12 @@ def quiet_highs() -> highspy.Highs:
     A daemon's log or a command's table should not carry it, so that one construction, and
     nothing else, runs with file descriptor 1 pointed at /dev/null (C's buffer flushed before it
     is restored); later ones need nothing.
+
+    It also runs single-threaded (``threads`` = 1), like every HiGHS of the project: HiGHS's
+    task scheduler is one per process and keeps the thread count of the first solve that
+    starts it, and a later solve asking for another count fails ("Not Set", highspy 1.16).
+    One LP on an instance left at the default count, solved before an auction, made every
+    MILP fallback of the process fail that way. (Parallel solves run on threads of ours.)
     """
     global _banner_done
     h: highspy.Highs | None = None

@@ -796,3 +796,34 @@ def test_highs_banner_never_reaches_stdout() -> None:
     )
     assert out.stdout.split("\n") == ["before", "after ['g']", ""]
     assert "HiGHS" not in out.stderr
+
+
+def test_an_lp_solved_before_an_auction_leaves_its_milps_working() -> None:
+    """HiGHS's scheduler is one per process and keeps the thread count of the first solve: an
+    LP on a plain ``quiet_highs()`` solved before an auction made every later MILP fallback
+    fail ("Not Set"). ``quiet_highs`` runs single-threaded, like every HiGHS of the project."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time, numpy as np, highspy\n"
+        "from arbiter.auction import Bid\n"
+        "from arbiter.auction.formulation import _prepare\n"
+        "from arbiter.auction.solve import _Market, quiet_highs\n"
+        "lp = highspy.HighsLp(); lp.num_col_, lp.num_row_ = 2, 1\n"
+        "lp.col_cost_ = np.array([-1.0, -1.0]); lp.col_lower_ = np.zeros(2)\n"
+        "lp.col_upper_ = np.ones(2); lp.row_lower_ = np.array([-highspy.kHighsInf])\n"
+        "lp.row_upper_ = np.array([1.0]); lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise\n"
+        "lp.a_matrix_.start_ = np.array([0, 1, 2], dtype=np.int32)\n"
+        "lp.a_matrix_.index_ = np.array([0, 0], dtype=np.int32)\n"
+        "lp.a_matrix_.value_ = np.ones(2)\n"
+        "h = quiet_highs(); h.passModel(lp); h.run()\n"
+        "rows = lambda i: {frozenset(): 4.0, frozenset({'g0', 'g1'}): 1.0 + i / 10,"
+        " frozenset({'g1', 'g2'}): 1.5}\n"
+        "bids = [Bid(f'a{i}', rows(i)) for i in range(3)]\n"
+        "apps = _prepare(bids, frozenset({'g0', 'g1', 'g2'}))\n"
+        "print(sorted(_Market(apps, [0, 1, 2], time.monotonic).solve_milp(frozenset()).items()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[(0, 1), (1, 0), (2, 0)]"

@@ -48,8 +48,6 @@ def solved_lp(
         upper.append(1.0)
     start, cols, coefs = rows.csr()
     h = quiet_highs()
-    # as every HiGHS of the project: the process's HiGHS scheduler keeps the first count asked
-    h.setOptionValue("threads", 1)
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n, len(rows)
     lp.col_cost_ = np.asarray(costs)
