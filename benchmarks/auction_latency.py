@@ -281,18 +281,19 @@ ABLATIONS: dict[str, dict[str, object]] = {
 }
 
 
-def _configure(settings: dict[str, object]) -> None:
-    market = auction_certify._DualMarket
-    market.gomory_per_round = settings.get("gomory_per_round", ABLATION_DEFAULTS[0])
-    market.start_at_hint = settings.get("start_at_hint", ABLATION_DEFAULTS[1])
-    auction_payments._SPLIT_MIN = settings.get("_SPLIT_MIN", ABLATION_DEFAULTS[2])
-
-
+# what each turned-off part is when on
 ABLATION_DEFAULTS = (
     auction_certify._DualMarket.gomory_per_round,
     auction_certify._DualMarket.start_at_hint,
     auction_payments._SPLIT_MIN,
 )
+
+
+def _configure(settings: dict[str, object]) -> None:
+    market = auction_certify._DualMarket
+    market.gomory_per_round = settings.get("gomory_per_round", ABLATION_DEFAULTS[0])
+    market.start_at_hint = settings.get("start_at_hint", ABLATION_DEFAULTS[1])
+    auction_payments._SPLIT_MIN = settings.get("_SPLIT_MIN", ABLATION_DEFAULTS[2])
 
 
 def ablation(instances: int, point: tuple[int, int, int] = (64, 256, 32)) -> list[dict]:

@@ -281,9 +281,9 @@ class _DualMarket(_CliqueMarket):
         MILP fallback, if any). The bound is recomputed from the clamped duals, like the
         certificates', so the fixing holds whatever HiGHS's accuracy. Fixed columns leave the
         warm LP's fractional points too, so the cuts have fewer to cut off. The prices are the
-        root's first LP's (:meth:`_at_root`); the fixing reaches HiGHS with the next LP run
-        (:meth:`_before_run`): the fixed columns sit at 0 in that LP's basis, which stays
-        optimal, so no run is spent on the fixing itself.
+        root's first LP's (:meth:`_after_first_root_lp`); the fixing reaches HiGHS with the
+        next LP run (:meth:`_before_run`): the fixed columns sit at 0 in that LP's basis, which
+        stays optimal, so no run is spent on the fixing itself.
         """
         cuts_before = len(self.zero_half)
         # For the early stop of the cut loop (_met): what the rounding may use, the offset of
@@ -325,7 +325,7 @@ class _DualMarket(_CliqueMarket):
             self._give_up()
         return found
 
-    def _at_root(self, values: np.ndarray) -> None:
+    def _after_first_root_lp(self, values: np.ndarray) -> None:
         """After the root's first LP run (optimal, at ``values``): reduced-cost fixing
         (:meth:`_branch_and_bound`) when the solve has an incumbent and the point is
         fractional (an integral one ends the solve)."""

@@ -330,7 +330,7 @@ class _Market:
                     values = np.asarray(h.getSolution().col_value)
                     bound = h.getInfo().objective_function_value - offset
                     if rnd == 0 and not fixes and status == highspy.HighsModelStatus.kOptimal:
-                        self._at_root(values)
+                        self._after_first_root_lp(values)
                     # Values and bound always come from the last LP run: new cuts only
                     # tighten the model for the next run.
                     if (
@@ -374,7 +374,7 @@ class _Market:
         heuristic for the branch and bound; this solver has none)."""
         return None
 
-    def _at_root(self, values: np.ndarray) -> None:
+    def _after_first_root_lp(self, values: np.ndarray) -> None:
         """Called after the root node's first LP run (optimal, at ``values``), before its cuts;
         this solver does nothing there. HiGHS's solution must not be changed here (a bound
         change discards it): what is to change waits for :meth:`_before_run`."""
