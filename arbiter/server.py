@@ -201,6 +201,7 @@ class RunningArbiter:
 
     def start(self) -> RunningArbiter:
         self._call(self.server.start())
+        self.telemetry.loop_starting()
         self._thread.start()
         if self.metrics is not None:
             self.metrics.start()

@@ -12,10 +12,11 @@ arbiter beside it offers the same kind of window (:mod:`arbiter.metrics` serves 
   method (unary calls; a stream's lifetime is not a latency), the journal's commit time, and
   the ResourceManager poll time by outcome. Every label set is bounded: methods are the
   proto's, codes gRPC's, states and sources fixed lists; nothing is labelled by app or user;
-* **health**, truthfully: the process is healthy while its scheduling loop ticks and its
-  journal commits (a commit that raised makes it unhealthy until one succeeds again; so does
+* **health**, truthfully: the process is healthy while its scheduling loop ticks (a loop
+  that has started but not finished its first tick counts as ticking for ``stall_seconds``
+  after it started, as a ResourceManager is live while it recovers) and its journal commits (a commit that raised makes it unhealthy until one succeeds again; so does
   the core's own ``journal_error``, set while it refuses changes); it is
-  *ready* when, in addition, every attachment that reports readiness (the YARN bridge: the RM
+  *ready* when, in addition, the loop has finished a tick and every attachment that reports readiness (the YARN bridge: the RM
   answered recently) says so. ``/healthz`` answers the first, ``/readyz`` the second, so an
   RM failover makes the arbiter unready, never restarted by a liveness probe;
 * **history** (:mod:`arbiter.history`): each decided auction (from the decider, which sees the
@@ -288,6 +289,7 @@ class Telemetry:
         self.core: ArbiterCore | None = None
         self.journal: TimedJournal | None = None
         self.started_at = time.time()
+        self.loop_started: float | None = None  # time.monotonic() when the loop started
         self.last_tick: float | None = None  # time.monotonic() of the last finished tick
         self._last_sample = -math.inf
         self._sources: dict[str, StatusSource] = {}
@@ -388,6 +390,10 @@ class Telemetry:
 
     # ------------------------------------------------------------------ the scheduler thread
 
+    def loop_starting(self) -> None:
+        """Called as the scheduling loop starts: from here it has ``stall_seconds`` to tick."""
+        self.loop_started = time.monotonic()
+
     def ticked(self) -> None:
         """Called by the scheduling loop after each tick: liveness, and history sampling."""
         self.last_tick = time.monotonic()
@@ -419,15 +425,22 @@ class Telemetry:
 
     def health(self) -> Health:
         checks: dict[str, dict[str, Any]] = {}
-        age = None if self.last_tick is None else time.monotonic() - self.last_tick
-        ticking = age is not None and age <= self.stall_seconds
-        checks["scheduler"] = {
-            "ok": ticking,
-            "detail": "not started"
-            if age is None
-            else f"last tick {age:.1f} s ago"
-            + ("" if ticking else f" (stuck: more than {self.stall_seconds:g} s)"),
-        }
+        now = time.monotonic()
+        if self.last_tick is not None:
+            age = now - self.last_tick
+            ticking = age <= self.stall_seconds
+            detail = f"last tick {age:.1f} s ago" + (
+                "" if ticking else f" (stuck: more than {self.stall_seconds:g} s)"
+            )
+        elif self.loop_started is not None:
+            age = now - self.loop_started
+            ticking = age <= self.stall_seconds
+            detail = f"starting: no tick yet, {age:.1f} s after the loop started" + (
+                "" if ticking else f" (stuck: more than {self.stall_seconds:g} s)"
+            )
+        else:
+            ticking, detail = False, "not started"
+        checks["scheduler"] = {"ok": ticking, "detail": detail}
         journal_ok, detail = True, "no write yet"
         if self.journal is not None:
             journal_ok = self.journal.ok
@@ -443,7 +456,7 @@ class Telemetry:
             journal_ok, detail = False, f"the journal cannot commit: {error}"
         checks["journal"] = {"ok": journal_ok, "detail": detail}
         healthy = ticking and journal_ok
-        ready = healthy
+        ready = healthy and self.last_tick is not None  # a first tick: the core has run
         for name, status in self.sources().items():
             if "ready" in status:
                 ok = bool(status["ready"])

@@ -38,7 +38,7 @@ def test_healthz_reports_a_journal_that_cannot_write(tmp_path: Path) -> None:
     try:
         assert arb.metrics is not None
         base = arb.metrics.base_url
-        wait_for("a first tick", lambda: httpx.get(base + "/healthz").status_code == 200)
+        wait_for("a first tick", lambda: httpx.get(base + "/readyz").status_code == 200)
         arb.core.register_app(app_name="a", user="u", queue_name="q", max_gpu_demand=1)
         assert "[ok] journal" in httpx.get(base + "/healthz?verbose").text
         arb.journal.inner.close()  # the disk is gone, as far as the arbiter can tell
