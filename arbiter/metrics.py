@@ -8,7 +8,8 @@ window on ``arbiter.metrics.port`` (``serve --metrics-port P``):
   registry (conventional names, histograms, bounded labels; aggregates only);
 * ``/healthz``: 200 while the process is healthy (its scheduling loop ticks, its journal
   commits), else 503; ``/readyz``: 200 while it is healthy, its loop has finished a tick
-  *and* every attachment is ready (the YARN bridge reached the RM recently). ``?verbose`` lists the checks, one a line.
+  *and* every attachment is ready (the YARN bridge reached the RM recently). ``?verbose``
+  lists the checks, one a line.
 
 Who may see what: ``/metrics``, ``/healthz`` and ``/readyz`` carry no app names or users and
 answer anyone who reaches the port (Prometheus and probes hold no credential). The console

@@ -14,11 +14,12 @@ arbiter beside it offers the same kind of window (:mod:`arbiter.metrics` serves 
   proto's, codes gRPC's, states and sources fixed lists; nothing is labelled by app or user;
 * **health**, truthfully: the process is healthy while its scheduling loop ticks (a loop
   that has started but not finished its first tick counts as ticking for ``stall_seconds``
-  after it started, as a ResourceManager is live while it recovers) and its journal commits (a commit that raised makes it unhealthy until one succeeds again; so does
-  the core's own ``journal_error``, set while it refuses changes); it is
-  *ready* when, in addition, the loop has finished a tick and every attachment that reports readiness (the YARN bridge: the RM
-  answered recently) says so. ``/healthz`` answers the first, ``/readyz`` the second, so an
-  RM failover makes the arbiter unready, never restarted by a liveness probe;
+  after its start) and its journal commits (a commit that raised makes it unhealthy until one
+  succeeds again; so does the core's own ``journal_error``, set while it refuses changes); it
+  is *ready* when, in addition, the loop has finished a tick and every attachment that
+  reports readiness (the YARN bridge: the RM answered recently) says so. ``/healthz``
+  answers the first, ``/readyz`` the second, so an RM failover makes the arbiter unready,
+  never restarted by a liveness probe;
 * **history** (:mod:`arbiter.history`): each decided auction (from the decider, which sees the
   bids and the outcome), ρ_current per app and QOOP's share, sampled by the scheduler thread.
 
