@@ -457,7 +457,10 @@ class Telemetry:
             journal_ok, detail = False, f"the journal cannot commit: {error}"
         checks["journal"] = {"ok": journal_ok, "detail": detail}
         healthy = ticking and journal_ok
-        ready = healthy and self.last_tick is not None  # a first tick: the core has run
+        ready = healthy
+        if self.last_tick is None:  # live while it starts, ready once the core has run
+            checks["first-tick"] = {"ok": False, "detail": "the scheduling loop has not ticked"}
+            ready = False
         for name, status in self.sources().items():
             if "ready" in status:
                 ok = bool(status["ready"])

@@ -20,7 +20,7 @@ from yarn_bridge.bridge_cli import start_bridge
 ADMIN = "http-port-admin"
 
 
-def arbiter(tmp_path: Path, **env: str) -> RunningArbiter:
+def arbiter(tmp_path: Path, tick_seconds: float = 0.05, **env: str) -> RunningArbiter:
     environ = {
         "ARBITER_GRPC_PORT": "0",
         "ARBITER_JOURNAL_PATH": str(tmp_path / "j.db"),
@@ -29,7 +29,10 @@ def arbiter(tmp_path: Path, **env: str) -> RunningArbiter:
         **env,
     }
     return RunningArbiter(
-        load_cluster("nodes:2:4"), load_config(environ=environ), admin_token=ADMIN
+        load_cluster("nodes:2:4"),
+        load_config(environ=environ),
+        admin_token=ADMIN,
+        tick_seconds=tick_seconds,
     ).start()
 
 
@@ -52,6 +55,22 @@ def test_healthz_reports_a_journal_that_cannot_write(tmp_path: Path) -> None:
         assert state["healthy"] is False and state["checks"]["journal"]["ok"] is False
         page = httpx.get(base + "/metrics").text
         assert "yarn_arbiter_healthy 0.0" in page and "yarn_arbiter_journal_healthy 0.0" in page
+    finally:
+        arb.stop(0)
+
+
+def test_a_starting_arbiter_is_live_before_its_first_tick_and_ready_after(
+    tmp_path: Path,
+) -> None:
+    arb = arbiter(tmp_path, tick_seconds=3600.0)  # its first tick is an hour away
+    try:
+        assert arb.metrics is not None
+        base = arb.metrics.base_url
+        r = httpx.get(base + "/healthz?verbose")  # a liveness probe must not restart it
+        assert r.status_code == 200 and "[ok] scheduler: starting: no tick yet" in r.text
+        r = httpx.get(base + "/readyz?verbose")
+        assert r.status_code == 503
+        assert "[FAIL] first-tick: the scheduling loop has not ticked" in r.text
     finally:
         arb.stop(0)
 
