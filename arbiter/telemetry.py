@@ -426,21 +426,17 @@ class Telemetry:
 
     def health(self) -> Health:
         checks: dict[str, dict[str, Any]] = {}
-        now = time.monotonic()
-        if self.last_tick is not None:
-            age = now - self.last_tick
-            ticking = age <= self.stall_seconds
-            detail = f"last tick {age:.1f} s ago" + (
-                "" if ticking else f" (stuck: more than {self.stall_seconds:g} s)"
-            )
-        elif self.loop_started is not None:
-            age = now - self.loop_started
-            ticking = age <= self.stall_seconds
-            detail = f"starting: no tick yet, {age:.1f} s after the loop started" + (
-                "" if ticking else f" (stuck: more than {self.stall_seconds:g} s)"
-            )
-        else:
+        since = self.last_tick if self.last_tick is not None else self.loop_started
+        if since is None:
             ticking, detail = False, "not started"
+        else:
+            age = time.monotonic() - since
+            ticking = age <= self.stall_seconds
+            detail = (
+                f"last tick {age:.1f} s ago"
+                if self.last_tick is not None
+                else f"starting: no tick yet, {age:.1f} s after the loop started"
+            ) + ("" if ticking else f" (stuck: more than {self.stall_seconds:g} s)")
         checks["scheduler"] = {"ok": ticking, "detail": detail}
         journal_ok, detail = True, "no write yet"
         if self.journal is not None:
