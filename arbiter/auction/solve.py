@@ -218,8 +218,7 @@ class _Market:
 
     @staticmethod
     def _highs(lp: highspy.HighsLp) -> highspy.Highs:
-        h = quiet_highs()
-        h.setOptionValue("threads", 1)
+        h = quiet_highs()  # single-threaded
         h.setOptionValue("mip_rel_gap", 0.0)
         h.setOptionValue("mip_abs_gap", _EXACT_GAP)
         h.passModel(lp)

@@ -540,8 +540,7 @@ def opt_pack(
     lp.a_matrix_.index_ = np.asarray([c for r in rows for c in r[0]], dtype=np.int32)
     lp.a_matrix_.value_ = np.asarray([v for r in rows for v in r[1]], dtype=np.float64)
     lp.integrality_ = [highspy.HighsVarType.kInteger] * n
-    h = quiet_highs()
-    h.setOptionValue("threads", 1)
+    h = quiet_highs()  # single-threaded, like every HiGHS of the project
     h.setOptionValue("mip_rel_gap", 0.0)
     h.setOptionValue("mip_abs_gap", 1e-7)
     h.setOptionValue("time_limit", float(time_limit_s))
