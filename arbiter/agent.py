@@ -64,8 +64,10 @@ FAST_FAILOVERS = 60
 # heartbeat at once; at least this, or five heartbeats).
 SESSION_OPEN_TIMEOUT_S = 10.0
 SESSION_SILENT_S = 10.0
-# How often a session's watchdog looks at the time since the arbiter last spoke.
+# How often a session looks at the time since the arbiter last spoke.
 _WATCH_EVERY_S = 0.25
+# How long a cancelled stream's read may take to end before the Agent leaves it behind.
+_READER_END_S = 1.0
 # A stream that lasted this long had a session (a refused or unreachable arbiter fails at once).
 SESSION_HELD_S = 2.0
 
@@ -79,6 +81,21 @@ class _Unanswered(grpc.RpcError):
 
     def details(self) -> str:
         return str(self)
+
+
+# What a stream's reader puts in its inbox once the arbiter ended the stream (status OK).
+_STREAM_ENDED = object()
+
+
+def _read_stream(stream: grpc.Future, inbox: queue.Queue) -> None:
+    """Put every message of ``stream`` in ``inbox``, then :data:`_STREAM_ENDED`, or the
+    ``grpc.RpcError`` it ended with."""
+    try:
+        for msg in stream:
+            inbox.put(msg)
+        inbox.put(_STREAM_ENDED)
+    except grpc.RpcError as exc:
+        inbox.put(exc)
 
 
 def arbiter_addresses(target: str) -> tuple[str, ...]:
@@ -413,52 +430,57 @@ class Agent:
         # heartbeat), not at its headers: grpc's initial_metadata() can wait forever for headers
         # on a call that ended without them (seen in failovers under load: 7 of 40 Agents stuck
         # there for over a minute, their streams long gone). A stream the arbiter does not
-        # answer in time, or stops answering, is cancelled (_watch) and the next address tried.
-        heard = [time.monotonic()]  # when the arbiter last said anything (or the stream began)
-        opened = threading.Event()
-        threading.Thread(
-            target=self._watch,
-            args=(stream, opened, heard, done),
-            name=f"agent-{self.app_id}-watchdog",
+        # answer in time, or stops answering, is cancelled and the next address tried. The
+        # stream is read on a thread of its own: a read that stays blocked after the cancel (a
+        # stream cut by its server's shutdown in a failover once kept an Agent's only thread
+        # there for over a minute) holds that thread, not the Agent.
+        inbox: queue.Queue = queue.Queue()
+        reader = threading.Thread(
+            target=_read_stream, args=(stream, inbox), name=f"agent-{self.app_id}-reader",
             daemon=True,
-        ).start()
+        )  # fmt: skip
+        reader.start()
+        heard = time.monotonic()  # when the arbiter last said anything (or the stream began)
+        opened = False
         try:
-            for msg in stream:
-                heard[0] = time.monotonic()
-                if not opened.is_set():
-                    opened.set()
+            while True:
+                try:
+                    item = inbox.get(timeout=min(_WATCH_EVERY_S, self.session_open_timeout_s / 4))
+                except queue.Empty:
+                    if self._stop.is_set():
+                        stream.cancel()
+                        return
+                    limit = self.session_silent_s if opened else self.session_open_timeout_s
+                    if time.monotonic() - heard > limit:
+                        stream.cancel()
+                        self._give_up(reader)
+                        what = "stopped answering" if opened else "did not open the session"
+                        raise _Unanswered(f"{self.target} {what}") from None
+                    continue
+                if item is _STREAM_ENDED:
+                    return
+                if isinstance(item, grpc.RpcError):
+                    if self._stop.is_set():
+                        return
+                    raise item
+                heard = time.monotonic()
+                if not opened:
+                    opened = True
                     self.connected.set()
                 self._failovers_in_row = 0
                 if self._stop.is_set():
                     stream.cancel()
                     return
-                self._handle(msg, outbox)
-        except grpc.RpcError:
-            if self._stop.is_set():
-                return
-            if stream.cancelled():  # by the watchdog: the arbiter went silent
-                what = "stopped answering" if opened.is_set() else "did not open the session"
-                raise _Unanswered(f"{self.target} {what}") from None
-            raise
+                self._handle(item, outbox)
         finally:
             done.set()
 
-    def _watch(
-        self,
-        stream: grpc.Future,
-        opened: threading.Event,
-        heard: list[float],
-        done: threading.Event,
-    ) -> None:
-        """Cancel ``stream`` when the Agent stops, or when the arbiter has said nothing for
-        ``session_open_timeout_s`` since the stream began (no session) or
-        ``session_silent_s`` since its last message (a frozen or partitioned arbiter whose
-        connection stays up); ends with the session."""
-        while not done.wait(min(_WATCH_EVERY_S, self.session_open_timeout_s / 4)):
-            limit = self.session_silent_s if opened.is_set() else self.session_open_timeout_s
-            if self._stop.is_set() or time.monotonic() - heard[0] > limit:
-                stream.cancel()
-                return
+    def _give_up(self, reader: threading.Thread) -> None:
+        """After cancelling a silent stream: its reader should end at once; say so if not."""
+        reader.join(_READER_END_S)
+        if reader.is_alive():
+            log.warning("agent %s: the read of a cancelled stream to %s did not end; "
+                        "it is left behind", self.app_id, self.target)  # fmt: skip
 
     # -- the protocol --------------------------------------------------------------------
 

@@ -157,8 +157,9 @@ def _late_bid(error: tuple[str, str]) -> bool:
 
 
 def _stacks(app_ids: object) -> dict[str, str]:
-    """Where the threads of these Agents are now (``agent-<app id>``), for a failure."""
-    names = {f"agent-{a}" for a in app_ids}  # type: ignore[attr-defined]
+    """Where the threads of these Agents are now (``agent-<app id>`` and its stream's reader,
+    ``agent-<app id>-reader``), for a failure."""
+    names = {f"agent-{a}{end}" for a in app_ids for end in ("", "-reader")}  # type: ignore[attr-defined]
     frames = sys._current_frames()
     return {t.name: "".join(traceback.format_stack(frames[t.ident]))
             for t in threading.enumerate() if t.name in names and t.ident in frames}  # fmt: skip

@@ -145,3 +145,66 @@ def test_stop_ends_a_session_the_arbiter_never_answers(
     agent.stop()
     assert agent._thread is not None and not agent._thread.is_alive()
     assert server.ended.wait(10)
+
+
+class _StuckRead:
+    """A real Session stream whose read stays blocked after ``cancel()`` until ``release`` is
+    set: what grpc once did to an Agent in a failover under load (its read of a stream cut by
+    the standby's shutdown did not end when cancelled, and the Agent, whose only thread it
+    was, never tried the next address)."""
+
+    def __init__(self, stream: grpc.Future, release: threading.Event) -> None:
+        self.stream, self.release = stream, release
+        self.cancels = 0
+
+    def __iter__(self) -> _StuckRead:
+        return self
+
+    def __next__(self) -> pb.ArbiterMessage:
+        self.release.wait()
+        raise StopIteration
+
+    def cancel(self) -> bool:
+        self.cancels += 1
+        return self.stream.cancel()
+
+    def cancelled(self) -> bool:
+        return self.stream.cancelled()
+
+
+def test_a_read_that_stays_blocked_after_the_cancel_does_not_hold_the_agent(
+    arbiter: RunningArbiter,
+    silent: tuple[Silent, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server, address = silent
+    release = threading.Event()
+    stuck: list[_StuckRead] = []
+    holder: list[Agent] = []
+    real_stub = rpc.AppMasterStub
+
+    def stub(ch: grpc.Channel) -> rpc.AppMasterStub:
+        s = real_stub(ch)
+        if holder and holder[0].target == address:  # sessions on the silent server: stuck
+            session = s.Session
+
+            def stuck_session(*args: object, **kwargs: object) -> _StuckRead:
+                stuck.append(_StuckRead(session(*args, **kwargs), release))
+                return stuck[-1]
+
+            s.Session = stuck_session  # type: ignore[method-assign]
+        return s
+
+    monkeypatch.setattr("arbiter.agent.rpc.AppMasterStub", stub)
+    agent = _agent(arbiter, address, session_open_timeout_s=0.5)
+    holder.append(agent)
+    agent.start()
+    try:
+        wait_for("the session on the real arbiter", lambda: _connected_at(arbiter, agent.app_id))
+        assert stuck and stuck[0].cancels >= 1 and server.ended.wait(10)
+        assert agent.target == f"localhost:{arbiter.port}" and agent.errors == []
+        assert "did not end; it is left behind" in caplog.text
+    finally:
+        release.set()
+        agent.stop()
