@@ -29,6 +29,7 @@ import grpc
 
 from arbiter.agent_env import ENV_APP_ID, ENV_APP_TOKEN, ENV_ARBITER_ADDRESS, ENV_ARBITER_TLS_CA
 from arbiter.bids import RhoEstimator, generate_bid
+from arbiter.channels import CLIENT_KEEPALIVE_S, arbiter_channel
 from arbiter.cluster import GPU, Cluster
 from arbiter.fairness import AppScheduler, rho_performance_curve, rho_successive_halving
 from arbiter.placement import LocalityModel, Placement, SlowdownModel, placement_of
@@ -227,6 +228,7 @@ class Agent:
         self.heartbeat_seconds = heartbeat_seconds
         self.session_open_timeout_s = SESSION_OPEN_TIMEOUT_S
         self.session_silent_s = max(SESSION_SILENT_S, 5 * heartbeat_seconds)
+        self.keepalive_s = CLIENT_KEEPALIVE_S  # pings on its connections (arbiter.channels)
         self.lease_seconds = 600.0  # the arbiter's lease, learnt from its offers
         self.leases: dict[str, HeldLease] = {}
         self.history: list[HeldLease] = []  # every lease ever granted
@@ -264,13 +266,7 @@ class Agent:
         return True
 
     def _channel(self) -> grpc.Channel:
-        # A connection of its own per channel: gRPC otherwise shares connections, and their
-        # reconnect backoff (up to 2 minutes), between a process's channels to one address, and
-        # an arbiter that just came back (a failover, a restart) would look refused for that long.
-        options = [("grpc.use_local_subchannel_pool", 1)]
-        if self.credentials is not None:
-            return grpc.secure_channel(self.target, self.credentials, options=options)
-        return grpc.insecure_channel(self.target, options=options)
+        return arbiter_channel(self.target, self.credentials, self.keepalive_s)
 
     def register(self) -> str:
         """RegisterApp (once), trying each arbiter address in turn while they answer
@@ -432,7 +428,7 @@ class Agent:
         # there for over a minute, their streams long gone). A stream the arbiter does not
         # answer in time, or stops answering, is cancelled and the next address tried. The
         # stream is read on a thread of its own: a read that stays blocked after the cancel (a
-        # stream cut by its server's shutdown in a failover once kept an Agent's only thread
+        # stream cut by its server's shutdown in a failover once kept an Agent's session thread
         # there for over a minute) holds that thread, not the Agent.
         inbox: queue.Queue = queue.Queue()
         reader = threading.Thread(

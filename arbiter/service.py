@@ -36,6 +36,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from arbiter.admission import Credentials
+from arbiter.channels import MIN_PING_INTERVAL_MS
 from arbiter.cluster import Cluster
 from arbiter.config import Config
 from arbiter.core import (
@@ -570,6 +571,10 @@ async def build_server(
             # registering together lost 3% of RegisterApp calls as CANCELLED). Let them queue.
             ("grpc.server.max_pending_requests", 20000),
             ("grpc.server.max_pending_requests_hard_limit", 40000),
+            # Clients ping an open stream that carries nothing (a share stream between
+            # changes) to learn that its arbiter is gone (CLIENT_KEEPALIVE_S); the default
+            # policy answers pings more often than every 5 minutes with GOAWAY "too_many_pings".
+            ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
         ],
     )
     _add_appmaster(AppMasterService(core), server)

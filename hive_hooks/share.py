@@ -72,6 +72,7 @@ from typing import Protocol, runtime_checkable
 import grpc
 
 from arbiter.agent import FAST_FAILOVERS, REGISTER_FAILOVER_S, arbiter_addresses
+from arbiter.channels import CLIENT_KEEPALIVE_S, arbiter_channel
 from arbiter.retry import STREAM_RECONNECT, Retry
 from arbiter.shares import ShareChange
 from arbiter.wire.share import share_change_from_pb
@@ -404,6 +405,7 @@ class ArbiterShare(_Feed):
         self.switches_reported = 0  # ReportPlanSwitch calls the arbiter accepted
         self.reregistrations = 0  # jobs registered again after a failover or restart
         self.failovers = 0  # moves to the next arbiter address
+        self.keepalive_s = CLIENT_KEEPALIVE_S  # pings on its connection (arbiter.channels)
 
     @property
     def target(self) -> str:
@@ -411,12 +413,9 @@ class ArbiterShare(_Feed):
         return self.targets[self._which]
 
     def _open_channel(self) -> grpc.Channel:
-        # a connection of its own (as the Agent's): gRPC shares connections and their reconnect
-        # backoff between a process's channels, and an arbiter just back would look refused
-        options = [("grpc.use_local_subchannel_pool", 1)]
-        if self.credentials is not None:
-            return grpc.secure_channel(self.target, self.credentials, options=options)
-        return grpc.insecure_channel(self.target, options=options)
+        # a connection of its own, with keepalive pings: a share stream carries nothing
+        # between changes, and only an unanswered ping tells it that its arbiter is gone
+        return arbiter_channel(self.target, self.credentials, self.keepalive_s)
 
     def _failover(self, code: grpc.StatusCode | None) -> bool:
         """After an error ``code``: move to the next address (new channel) if this one cannot
