@@ -228,7 +228,10 @@ class Agent:
         self.heartbeat_seconds = heartbeat_seconds
         self.session_open_timeout_s = SESSION_OPEN_TIMEOUT_S
         self.session_silent_s = max(SESSION_SILENT_S, 5 * heartbeat_seconds)
-        self.keepalive_s = CLIENT_KEEPALIVE_S  # pings on its connections (arbiter.channels)
+        # pings on its connections (arbiter.channels): every keepalive_s, answered within
+        # keepalive_timeout_s (None: as long again)
+        self.keepalive_s = CLIENT_KEEPALIVE_S
+        self.keepalive_timeout_s: float | None = None
         self.lease_seconds = 600.0  # the arbiter's lease, learnt from its offers
         self.leases: dict[str, HeldLease] = {}
         self.history: list[HeldLease] = []  # every lease ever granted
@@ -266,7 +269,9 @@ class Agent:
         return True
 
     def _channel(self) -> grpc.Channel:
-        return arbiter_channel(self.target, self.credentials, self.keepalive_s)
+        return arbiter_channel(
+            self.target, self.credentials, self.keepalive_s, self.keepalive_timeout_s
+        )
 
     def register(self) -> str:
         """RegisterApp (once), trying each arbiter address in turn while they answer

@@ -25,18 +25,22 @@ CLIENT_KEEPALIVE_S = 10.0
 MIN_PING_INTERVAL_MS = 5000
 
 
-def channel_options(keepalive_s: float = CLIENT_KEEPALIVE_S) -> list[tuple[str, int]]:
-    """gRPC options of a client channel to the arbiter (module docstring).
+def channel_options(
+    keepalive_s: float = CLIENT_KEEPALIVE_S, timeout_s: float | None = None
+) -> list[tuple[str, int]]:
+    """gRPC options of a client channel to the arbiter (module docstring): a ping every
+    ``keepalive_s``, answered within ``timeout_s`` (``None``: as long again).
 
     >>> dict(channel_options(2.5))["grpc.keepalive_time_ms"]
     2500
     """
     ms = max(1, round(keepalive_s * 1000))
+    wait_ms = ms if timeout_s is None else max(1, round(timeout_s * 1000))
     return [
         ("grpc.use_local_subchannel_pool", 1),
         ("grpc.keepalive_time_ms", ms),
-        ("grpc.keepalive_timeout_ms", ms),
-        ("grpc.http2.ping_timeout_ms", ms),  # what this gRPC waits for a ping's answer
+        ("grpc.keepalive_timeout_ms", wait_ms),
+        ("grpc.http2.ping_timeout_ms", wait_ms),  # what this gRPC waits for a ping's answer
         # pings go on while the client sends nothing (its default stops after 2 of them)
         ("grpc.http2.max_pings_without_data", 0),
     ]
@@ -46,9 +50,11 @@ def arbiter_channel(
     target: str,
     credentials: grpc.ChannelCredentials | None = None,
     keepalive_s: float = CLIENT_KEEPALIVE_S,
+    timeout_s: float | None = None,
 ) -> grpc.Channel:
-    """A channel to the arbiter at ``target`` (``host:port``), TLS when ``credentials``."""
-    options = channel_options(keepalive_s)
+    """A channel to the arbiter at ``target`` (``host:port``), TLS when ``credentials``;
+    ``keepalive_s`` and ``timeout_s`` as for :func:`channel_options`."""
+    options = channel_options(keepalive_s, timeout_s)
     if credentials is not None:
         return grpc.secure_channel(target, credentials, options=options)
     return grpc.insecure_channel(target, options=options)

@@ -405,7 +405,10 @@ class ArbiterShare(_Feed):
         self.switches_reported = 0  # ReportPlanSwitch calls the arbiter accepted
         self.reregistrations = 0  # jobs registered again after a failover or restart
         self.failovers = 0  # moves to the next arbiter address
-        self.keepalive_s = CLIENT_KEEPALIVE_S  # pings on its connection (arbiter.channels)
+        # pings on its connection (arbiter.channels): every keepalive_s, answered within
+        # keepalive_timeout_s (None: as long again)
+        self.keepalive_s = CLIENT_KEEPALIVE_S
+        self.keepalive_timeout_s: float | None = None
 
     @property
     def target(self) -> str:
@@ -415,7 +418,9 @@ class ArbiterShare(_Feed):
     def _open_channel(self) -> grpc.Channel:
         # a connection of its own, with keepalive pings: a share stream carries nothing
         # between changes, and only an unanswered ping tells it that its arbiter is gone
-        return arbiter_channel(self.target, self.credentials, self.keepalive_s)
+        return arbiter_channel(
+            self.target, self.credentials, self.keepalive_s, self.keepalive_timeout_s
+        )
 
     def _failover(self, code: grpc.StatusCode | None) -> bool:
         """After an error ``code``: move to the next address (new channel) if this one cannot
