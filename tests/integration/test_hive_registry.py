@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 from support import Clock, wait_for
+from support.arbiter import halved_by_another_query
 
 from arbiter.cluster import load_cluster
 from arbiter.config import load_config
@@ -278,20 +279,6 @@ def _arbiter_at(tmp: Path, port: int = 0) -> RunningArbiter:
     ).start()
 
 
-def _halved_by_another_query(share: ArbiterShare, arbiter: RunningArbiter) -> None:
-    """Another query registers at ``arbiter``: ``share`` must get the 1-over-2 share."""
-    full = load_cluster("themis-testbed").vcores
-    before = share.current()
-    stub = rpc.QueryShareStub(grpc.insecure_channel(f"127.0.0.1:{arbiter.port}"))
-    stub.RegisterQuery(pb.RegisterQueryRequest(query_name="other"))
-    halved = wait_for(
-        "the halved share",
-        lambda: (s := share.wait_change(before.epoch, 1.0)).share.vcores == full / 2 and s,
-        timeout=20,
-    )
-    assert halved.epoch > before.epoch and halved.active_jobs == 2
-
-
 def test_arbiter_share_registers_again_after_a_restart(tmp_path: Path) -> None:
     """Queries are not journaled: the arbiter restarted on the same port answers the old
     subscription NOT_FOUND; the source registers the query again and follows the new job."""
@@ -315,7 +302,7 @@ def test_arbiter_share_registers_again_after_a_restart(tmp_path: Path) -> None:
             "an update from the new arbiter", lambda: share.updates > 1 and share.current()
         )
         assert again.epoch > first.epoch  # epochs keep increasing across arbiters
-        _halved_by_another_query(share, b)
+        halved_by_another_query(share, b)
     finally:
         job = share.job_id
         share.end("tpch-q5")
@@ -338,7 +325,7 @@ def test_arbiter_share_fails_over_to_the_next_address(tmp_path: Path) -> None:
         wait_for("the job registered at b", lambda: share.job_id in b.core.queries, timeout=30)
         assert share.job_id != first_job and share.reregistrations == 1
         assert share.target == f"127.0.0.1:{b.port}" and share.failovers >= 1
-        _halved_by_another_query(share, b)
+        halved_by_another_query(share, b)
         # the plan switches of the new job reach b
         share.report_switch(2.0, "p0", "p1", Share(4.0, 2048.0), (), ())
         wait_for("the switch at b", lambda: list(b.telemetry.history.plan_switches))

@@ -13,9 +13,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 from support import wait_for
+from support.arbiter import halved_by_another_query
 from support.proxy import FreezableProxy
 
 from arbiter.channels import CLIENT_KEEPALIVE_S, MIN_PING_INTERVAL_MS, channel_options
@@ -23,8 +23,6 @@ from arbiter.cluster import load_cluster
 from arbiter.config import load_config
 from arbiter.server import RunningArbiter
 from hive_hooks.share import ArbiterShare
-from protos.yarnarbiter.v1 import arbiter_pb2 as pb
-from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
 
 # Pings quicker than in production (every 10 s; the arbiter accepts one per 5 s), in the same
 # proportion.
@@ -97,16 +95,7 @@ def test_a_share_stream_to_a_frozen_arbiter_moves_to_the_next_address(
         wait_for("the job registered at b", lambda: share.job_id in b.core.queries, timeout=30)
         assert share.target == f"127.0.0.1:{b.port}" and share.failovers >= 1
         assert share.reregistrations == 1
-        before = share.current()
-        full = load_cluster("themis-testbed").vcores
-        stub = rpc.QueryShareStub(grpc.insecure_channel(f"127.0.0.1:{b.port}"))
-        stub.RegisterQuery(pb.RegisterQueryRequest(query_name="other"))
-        halved = wait_for(
-            "the halved share from b",
-            lambda: (s := share.wait_change(before.epoch, 1.0)).share.vcores == full / 2 and s,
-            timeout=20,
-        )
-        assert halved.epoch > before.epoch and halved.active_jobs == 2
+        halved_by_another_query(share, b)
     finally:
         share.end("tpch-q5")
         proxy.close()

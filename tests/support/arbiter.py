@@ -11,8 +11,10 @@ from arbiter.agent import Agent, estimator_from_scheduler
 from arbiter.cluster import load_cluster
 from arbiter.fairness import SuccessiveHalving, t_id
 from arbiter.server import RunningArbiter
+from hive_hooks.share import ArbiterShare
 from protos.yarnarbiter.v1 import arbiter_pb2 as pb
 from protos.yarnarbiter.v1 import arbiter_pb2_grpc as rpc
+from support import wait_for
 
 CLUSTER = load_cluster("themis-testbed")
 ADMIN = "admin-secret-for-tests"
@@ -44,3 +46,17 @@ def hyperband_agent(port: int, demand: int) -> Agent:
     return Agent(
         f"localhost:{port}", estimator=estimator, max_gpu_demand=demand, heartbeat_seconds=0.2
     ).start()
+
+
+def halved_by_another_query(share: ArbiterShare, arbiter: RunningArbiter) -> None:
+    """Another query registers at ``arbiter``: ``share`` must get the 1-over-2 share."""
+    full = CLUSTER.vcores
+    before = share.current()
+    stub = rpc.QueryShareStub(grpc.insecure_channel(f"127.0.0.1:{arbiter.port}"))
+    stub.RegisterQuery(pb.RegisterQueryRequest(query_name="other"))
+    halved = wait_for(
+        "the halved share",
+        lambda: (s := share.wait_change(before.epoch, 1.0)).share.vcores == full / 2 and s,
+        timeout=20,
+    )
+    assert halved.epoch > before.epoch and halved.active_jobs == 2
