@@ -369,7 +369,10 @@ class ArbiterShare(_Feed):
     NOT_FOUND (or PERMISSION_DENIED if the id is now another query's). A job that was followed
     is then registered again, with the same name, user and queue: ``job_id`` and the token
     change (logged once at INFO), the stream is re-subscribed, and the published epochs keep
-    increasing across the arbiters (the new arbiter's own epochs may start lower).
+    increasing across the arbiters (the new arbiter's own epochs may start lower). An arbiter
+    gone with its connection up (frozen, its host dead) leaves the stream quiet: the
+    connection's keepalive pings (:mod:`arbiter.channels`) go unanswered, the stream ends
+    UNAVAILABLE and the source moves on as above.
     """
 
     def __init__(
